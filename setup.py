@@ -1,0 +1,13 @@
+"""Builds the C frame hook (csrc/) as ``dynacap._C``; metadata is in pyproject.toml."""
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension(
+            "dynacap._C",
+            sources=["csrc/hook.c", "csrc/frame.c"],
+            depends=["csrc/frame.h"],
+            extra_compile_args=["-O2", "-Wall", "-Wno-unused-function"],
+        )
+    ]
+)
