@@ -1,0 +1,178 @@
+"""The frame callback: decide, trace, compile and build a cache entry for one frame.
+
+The C hook calls ``CaptureContext.on_frame`` on a cache miss.  It skips
+code dynacap must not capture, enforces the cache size limit, runs the
+symbolic interpreter, hands the graph to the backend, generates the
+rewritten code, compiles the guards, and returns ``(guard, code)`` for the
+hook to cache and run.  On a graph break the frame runs eagerly; on an
+internal error too (unless ``config.suppress_errors`` is False).  This is
+the only module that ties the pipeline stages together.
+"""
+from __future__ import annotations
+
+import dis
+import logging
+import time
+import types
+import warnings
+from dataclasses import dataclass, field
+
+from . import _C, config, hook, logs
+from .codegen.emitter import Emitter
+from .codegen.rewrite import build_rewritten_code, emit_side_effects
+from .errors import BackendError, BreakReason, GraphBreak, Unsupported
+from .guards import compile_guards
+from .interpreter import TraceContext, Tracer
+from .interpreter import ops_calls, ops_containers, ops_control, ops_variables, operators  # noqa: F401 (handlers)
+from .interpreter.skipfiles import is_skipped_file
+
+_warned_cache_limit: set = set()
+
+
+@dataclass
+class CaptureRecord:
+    """What capture did, for ``explain``: graphs, breaks, guards, timings."""
+
+    graphs: list = field(default_factory=list)
+    break_reasons: list[BreakReason] = field(default_factory=list)
+    guards: list[str] = field(default_factory=list)
+    compile_times: list[float] = field(default_factory=list)
+    frames: int = 0
+
+
+class CaptureContext:
+    """One ``optimize`` call site: its backend and options; its ``on_frame`` is the hook's callback."""
+
+    def __init__(self, backend, fullgraph: bool = False, dynamic=None, record: CaptureRecord | None = None):
+        self.backend = backend
+        self.fullgraph = fullgraph
+        self.dynamic = dynamic
+        self.record = record
+        self.callback = self.on_frame
+
+    # -- the callback ---------------------------------------------------------------
+    def on_frame(self, code, func, f_locals, f_globals, f_builtins):
+        if is_skipped_file(code.co_filename):
+            hook.skip(code)
+            return None
+        entries = hook.cache_entries(code)
+        if entries:
+            self._log_recompile(code, entries, f_locals, f_globals)
+            if len(entries) >= config.cache_size_limit:
+                if code not in _warned_cache_limit:
+                    _warned_cache_limit.add(code)
+                    warnings.warn(
+                        f"dynacap: {code.co_name} ({code.co_filename}:{code.co_firstlineno}) was recompiled "
+                        f"config.cache_size_limit={config.cache_size_limit} times; running it eagerly from now on",
+                        stacklevel=2,
+                    )
+                hook.skip(code)
+                return None
+        try:
+            entry = self.capture_frame(code, f_locals, f_globals, f_builtins)
+        except Unsupported:
+            raise
+        except Exception as e:
+            if not config.suppress_errors:
+                raise
+            warnings.warn(f"dynacap: internal error while capturing {code.co_name} "
+                          f"({code.co_filename}:{code.co_firstlineno}); running it eagerly: "
+                          f"{type(e).__name__}: {e}", stacklevel=2)
+            logging.getLogger("dynacap").debug("internal error", exc_info=True)
+            hook.skip(code)
+            return None
+        hook.track(code)
+        return entry
+
+    # -- one frame -----------------------------------------------------------------
+    def capture_frame(self, code: types.CodeType, f_locals: dict, f_globals: dict, f_builtins: dict):
+        start = time.perf_counter()
+        tctx = TraceContext(f_globals, f_builtins)
+        tctx.guards.global_state()
+        tracer = Tracer(code, tctx, f_globals)
+        tracer.frame_values = dict(f_locals)
+        try:
+            return_value = tracer.run()
+        except GraphBreak as e:
+            reason = e.to_reason()
+            logs.get("breaks").debug("graph break: %s", reason)
+            if self.record is not None:
+                self.record.break_reasons.append(reason)
+            if self.fullgraph:
+                raise Unsupported(reason) from None
+            guard = compile_guards(tctx.guards, f_builtins)
+            return (guard, code)
+        new_code = self.finish(code, tctx, return_value)
+        guard = compile_guards(tctx.guards, f_builtins)
+        self._log_entry(code, new_code, guard)
+        if self.record is not None:
+            self.record.guards.extend(guard.describe())
+            self.record.compile_times.append(time.perf_counter() - start)
+            self.record.frames += 1
+        return (guard, new_code)
+
+    def finish(self, code, tctx: TraceContext, return_value):
+        collector = Emitter(collecting=True)
+        emit_side_effects(collector, tctx.side_effects)
+        return_value.reconstruct(collector)
+        graph_call = None
+        if tctx.graph.op_count() or collector.needed_tensors:
+            graph_call = self.compile_graph(code, tctx, [t.node for t in collector.needed_tensors])
+        return build_rewritten_code(code, return_value, tctx.side_effects, graph_call)
+
+    def compile_graph(self, code, tctx: TraceContext, outputs):
+        gm = tctx.graph.finish(outputs)
+        if self.record is not None:
+            self.record.graphs.append(gm)
+        logs.get("graph").debug("captured graph for %s (%s:%s):\n%s", code.co_name, code.co_filename,
+                                code.co_firstlineno, gm.graph)
+        example_inputs = [i.example for i in tctx.graph.inputs]
+        try:
+            compiled = self.backend(gm, example_inputs)
+        except Exception as e:
+            raise BackendError(f"backend {getattr(self.backend, '__name__', self.backend)!r} failed on the graph "
+                               f"of {code.co_name}: {type(e).__name__}: {e}") from e
+        return run_without_capture(compiled), tctx.graph.inputs, {node: i for i, node in enumerate(outputs)}
+
+    # -- logs --------------------------------------------------------------------------
+    def _log_recompile(self, code, entries, f_locals, f_globals) -> None:
+        log = logs.get("recompiles")
+        if not log.isEnabledFor(logging.DEBUG):
+            return
+        for guard, _ in entries:
+            failure = guard.first_failure(f_locals, f_globals) if hasattr(guard, "first_failure") else None
+            log.debug("recompiling %s (%s:%s): guard failed: %s", code.co_name, code.co_filename,
+                      code.co_firstlineno, failure)
+
+    def _log_entry(self, code, new_code, guard) -> None:
+        glog = logs.get("guards")
+        if glog.isEnabledFor(logging.DEBUG):
+            glog.debug("guards for %s:\n  %s", code.co_name, "\n  ".join(guard.describe()))
+        blog = logs.get("bytecode")
+        if blog.isEnabledFor(logging.DEBUG):
+            blog.debug("bytecode of %s:\n%s", code.co_name, side_by_side(code, new_code))
+
+
+def run_without_capture(compiled):
+    """Wrap a compiled graph so frames inside it are never intercepted (and run at full speed)."""
+
+    def run_graph(*args):
+        previous = _C.set_callback(None)
+        try:
+            return compiled(*args)
+        finally:
+            _C.set_callback(previous)
+
+    run_graph.compiled = compiled
+    return run_graph
+
+
+def side_by_side(original, rewritten, width: int = 60) -> str:
+    left = [f"{i.offset:>4} {i.opname:<24} {i.argrepr}" for i in dis.get_instructions(original)]
+    right = [f"{i.offset:>4} {i.opname:<24} {i.argrepr}" for i in dis.get_instructions(rewritten)]
+    rows = [f"{'ORIGINAL':<{width}} | REWRITTEN"]
+    for k in range(max(len(left), len(right))):
+        a = left[k] if k < len(left) else ""
+        b = right[k] if k < len(right) else ""
+        rows.append(f"{a[:width]:<{width}} | {b}")
+    return "\n".join(rows)

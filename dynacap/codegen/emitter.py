@@ -1,0 +1,57 @@
+"""``Emitter``: an instruction list under construction, plus where graph outputs live.
+
+Values rebuild themselves by calling ``Emitter`` methods
+(``Value.reconstruct``).  A first pass with ``collecting=True`` only
+records which tensors the rebuilt values need from the graph; the code
+generator then makes those the graph's outputs and emits for real.
+"""
+from __future__ import annotations
+
+from bytecode import Instr
+
+
+_NO_ARG = object()
+
+
+class Emitter:
+    #: Local variable of the rewritten code that holds the graph's output tuple.
+    GRAPH_OUT = "___graph_out"
+
+    def __init__(self, collecting: bool = False, output_index: dict | None = None, lineno: int | None = None):
+        self.instructions: list = []
+        self.collecting = collecting
+        self.needed_tensors: list = []
+        self._needed_nodes: set = set()
+        self.output_index = output_index or {}
+        self.lineno = lineno
+
+    def append(self, name: str, arg=_NO_ARG) -> None:
+        instr = Instr(name) if arg is _NO_ARG else Instr(name, arg)
+        if self.lineno is not None:
+            instr.lineno = self.lineno
+        self.instructions.append(instr)
+
+    def extend(self, instructions) -> None:
+        for instr in instructions:
+            if self.lineno is not None:
+                instr.lineno = self.lineno
+            self.instructions.append(instr)
+
+    def load_const(self, value) -> None:
+        self.append("LOAD_CONST", value)
+
+    def load_tensor(self, tensor_value) -> None:
+        """Push a tensor: from its source if it is an input or parameter, else from the graph's outputs."""
+        node = tensor_value.node
+        if node.op in ("placeholder", "get_attr") and tensor_value.source is not None:
+            self.extend(tensor_value.source.emit())
+            return
+        if self.collecting:
+            if node not in self._needed_nodes:
+                self._needed_nodes.add(node)
+                self.needed_tensors.append(tensor_value)
+            self.append("LOAD_CONST", None)
+            return
+        self.append("LOAD_FAST", self.GRAPH_OUT)
+        self.append("LOAD_CONST", self.output_index[node])
+        self.append("BINARY_SUBSCR")

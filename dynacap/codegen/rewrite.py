@@ -1,0 +1,83 @@
+"""Build the rewritten code object for a fully captured frame.
+
+The rewritten code has the original's arguments, free variables, name,
+file and first line, so that the C hook can run it in place of the
+original (same argument slots) and tracebacks still point at user code.
+Its body: call the compiled graph with the graph inputs (reloaded from
+their sources), keep the outputs in a local, replay Python side effects in
+program order, rebuild the return value, return.
+"""
+from __future__ import annotations
+
+import types
+
+from bytecode import Bytecode, CompilerFlags, Instr
+
+from ..interpreter.tracer import SideEffect
+from .emitter import Emitter
+
+_KEEP_FLAGS = CompilerFlags.VARARGS | CompilerFlags.VARKEYWORDS | CompilerFlags.NESTED
+
+
+def emit_side_effects(cg: Emitter, side_effects: list[SideEffect]) -> None:
+    for effect in side_effects:
+        effect.value.reconstruct(cg)
+        if effect.kind == "setattr":
+            effect.target.reconstruct(cg)
+            cg.append("STORE_ATTR", effect.name)
+        elif effect.globals_source:
+            cg.append("STORE_GLOBAL", effect.name)
+        else:
+            cg.load_const(effect.target)
+            cg.load_const(effect.name)
+            cg.append("STORE_SUBSCR")
+
+
+def prologue(original: types.CodeType) -> list[Instr]:
+    instrs = []
+    if original.co_freevars:
+        instrs.append(Instr("COPY_FREE_VARS", len(original.co_freevars)))
+    instrs.append(Instr("RESUME", 0))
+    return instrs
+
+
+def build_code(original: types.CodeType, body: list[Instr], name_suffix: str = "") -> types.CodeType:
+    """A code object with ``original``'s signature and free variables and the given body."""
+    bc = Bytecode(prologue(original) + body)
+    nargs = original.co_argcount + original.co_kwonlyargcount
+    flags = CompilerFlags(original.co_flags)
+    if flags & CompilerFlags.VARARGS:
+        nargs += 1
+    if flags & CompilerFlags.VARKEYWORDS:
+        nargs += 1
+    bc.argnames = list(original.co_varnames[:nargs])
+    bc.argcount = original.co_argcount
+    bc.posonlyargcount = original.co_posonlyargcount
+    bc.kwonlyargcount = original.co_kwonlyargcount
+    bc.flags = CompilerFlags.OPTIMIZED | CompilerFlags.NEWLOCALS | (flags & _KEEP_FLAGS)
+    bc.freevars = list(original.co_freevars)
+    bc.cellvars = []
+    bc.name = original.co_name + name_suffix
+    bc.qualname = original.co_qualname + name_suffix
+    bc.filename = original.co_filename
+    bc.first_lineno = original.co_firstlineno
+    bc.docstring = None
+    return bc.to_code()
+
+
+def build_rewritten_code(original: types.CodeType, return_value, side_effects, graph_call) -> types.CodeType:
+    """``graph_call`` is None (nothing captured) or ``(compiled_fn, inputs, output_index)``."""
+    cg = Emitter(output_index=graph_call[2] if graph_call else None, lineno=original.co_firstlineno)
+    if graph_call is not None:
+        compiled_fn, inputs, _ = graph_call
+        cg.append("PUSH_NULL")
+        cg.load_const(compiled_fn)
+        for graph_input in inputs:
+            cg.extend(graph_input.source.emit())
+        cg.append("PRECALL", len(inputs))
+        cg.append("CALL", len(inputs))
+        cg.append("STORE_FAST", Emitter.GRAPH_OUT)
+    emit_side_effects(cg, side_effects)
+    return_value.reconstruct(cg)
+    cg.append("RETURN_VALUE")
+    return build_code(original, cg.instructions)

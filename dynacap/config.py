@@ -1,0 +1,70 @@
+"""Settings of the capture engine, read at capture time.
+
+Use ``dynacap.config.patch(name=value)`` as a context manager or decorator
+for temporary changes.  This module holds values only: no logic that reads
+frames or graphs lives here.
+"""
+from __future__ import annotations
+
+import contextlib
+import sys
+
+#: Cache entries (guarded compiled versions) kept per code object; past this,
+#: dynacap warns once and runs that code eagerly.
+cache_size_limit: int = 8
+
+#: When True, internal errors in capture fall back to eager with a warning;
+#: when False they are raised to the caller.
+suppress_errors: bool = True
+
+#: How many nested user-function calls are inlined into one graph.
+inline_depth_limit: int = 32
+
+#: Largest number of loop iterations unrolled in one frame before giving up.
+max_unroll: int = 4096
+
+#: Path prefixes whose code is never captured (besides dynacap and the stdlib,
+#: which are always skipped).  Extend to skip a library.
+skip_prefixes: list[str] = []
+
+_SETTINGS = (
+    "cache_size_limit",
+    "suppress_errors",
+    "inline_depth_limit",
+    "max_unroll",
+    "skip_prefixes",
+)
+
+
+class _Patch(contextlib.ContextDecorator):
+    def __init__(self, settings: dict):
+        unknown = set(settings) - set(_SETTINGS)
+        if unknown:
+            raise AttributeError(f"dynacap.config has no setting(s) {sorted(unknown)}; known: {list(_SETTINGS)}")
+        self.settings = settings
+        self.saved: list[dict] = []
+
+    def __enter__(self):
+        module = sys.modules[__name__]
+        self.saved.append({k: getattr(module, k) for k in self.settings})
+        for k, v in self.settings.items():
+            setattr(module, k, v)
+        return self
+
+    def __exit__(self, *exc):
+        module = sys.modules[__name__]
+        for k, v in self.saved.pop().items():
+            setattr(module, k, v)
+        return False
+
+
+def patch(**settings) -> _Patch:
+    """Temporarily change settings: ``with config.patch(cache_size_limit=2): ...`` or as a decorator."""
+    return _Patch(settings)
+
+
+def settings() -> dict:
+    module = sys.modules[__name__]
+    return {k: getattr(module, k) for k in _SETTINGS}
+
+

@@ -1,0 +1,72 @@
+"""``explain(fn)(*args)``: run once under capture and report graphs, breaks and guards."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import hook
+from .capture import CaptureContext, CaptureRecord
+from .errors import BreakReason
+
+
+@dataclass
+class ExplainOutput:
+    graphs: list = field(default_factory=list)
+    break_reasons: list[BreakReason] = field(default_factory=list)
+    guards: list[str] = field(default_factory=list)
+    compile_times: list[float] = field(default_factory=list)
+    result: object = None
+
+    @property
+    def graph_count(self) -> int:
+        return len(self.graphs)
+
+    @property
+    def graph_break_count(self) -> int:
+        return len(self.break_reasons)
+
+    @property
+    def op_count(self) -> int:
+        return sum(sum(1 for n in g.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
+                   for g in self.graphs)
+
+    def __str__(self) -> str:
+        lines = [
+            f"Graph count: {self.graph_count}",
+            f"Graph break count: {self.graph_break_count}",
+            f"Op count: {self.op_count}",
+        ]
+        if self.break_reasons:
+            lines.append("Break reasons:")
+            for i, reason in enumerate(self.break_reasons, 1):
+                lines.append(f"  {i}. {reason.location()}: {reason.reason}")
+                for fs in reason.user_stack:
+                    lines.append(f"       File \"{fs.filename}\", line {fs.lineno}, in {fs.name}")
+                    if fs.line:
+                        lines.append(f"         {fs.line}")
+        for i, gm in enumerate(self.graphs, 1):
+            lines.append(f"Graph {i}:")
+            lines.extend("  " + line for line in str(gm.graph).strip().splitlines())
+        if self.guards:
+            lines.append("Guards:")
+            lines.extend("  " + g for g in self.guards)
+        return "\n".join(lines)
+
+
+def explain(fn):
+    """``explain(fn)(*args, **kwargs)`` runs ``fn`` once under fresh capture and returns an ``ExplainOutput``."""
+    from .backends import eager
+    from .optimize import reset, unwrap
+
+    target = unwrap(fn)
+
+    def run(*args, **kwargs):
+        record = CaptureRecord()
+        ctx = CaptureContext(eager, record=record)
+        reset()
+        try:
+            result = hook.call_with_callback(ctx.callback, target, *args, **kwargs)
+        finally:
+            reset()
+        return ExplainOutput(record.graphs, record.break_reasons, record.guards, record.compile_times, result)
+
+    return run

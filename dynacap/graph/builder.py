@@ -1,0 +1,237 @@
+"""``GraphBuilder``: the ``torch.fx.Graph`` of one trace and its fake-tensor propagation.
+
+Every torch operation the interpreter captures goes through ``call``: the
+node is added to the graph and the operation is run on fake tensors
+(``FakeTensorMode``) to learn the result's metadata, never on real data.
+Graph inputs are tensors reached from the frame (by ``Source``);
+parameters and buffers of modules become ``get_attr`` nodes and built-in
+``torch.nn`` layers ``call_module`` nodes, both owned by the graph's root
+module.  This module knows nothing about bytecode.
+"""
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+
+import torch
+import torch.fx as fx
+from torch._subclasses.fake_tensor import (
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    FakeTensorMode,
+)
+
+from ..errors import GraphBreak
+from ..source import Source
+
+
+@dataclass
+class GraphInput:
+    node: fx.Node
+    source: Source
+    example: torch.Tensor
+
+
+class GraphBuilder:
+    def __init__(self):
+        self.graph = fx.Graph()
+        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+        self.inputs: list[GraphInput] = []
+        self._inputs_by_source: dict[str, object] = {}
+        self._attr_names: dict[int, str] = {}
+        self.attrs: dict[str, object] = {}
+        self._fake_cache: dict[int, torch.Tensor] = {}
+
+    # -- inputs -----------------------------------------------------------------
+    def input_tensor(self, source: Source, tensor: torch.Tensor):
+        """The ``TensorValue`` for a tensor reached from the frame by ``source`` (one placeholder per source)."""
+        from ..values.tensor import TensorValue
+
+        key = source.expr()
+        if key in self._inputs_by_source:
+            return self._inputs_by_source[key]
+        name = _node_name(key)
+        node = self._insert_placeholder(name)
+        fake = self.fake_of(tensor)
+        node.meta["example_value"] = fake
+        value = TensorValue(node, fake, source, type(tensor))
+        self.inputs.append(GraphInput(node, source, tensor))
+        self._inputs_by_source[key] = value
+        return value
+
+    def _insert_placeholder(self, name: str) -> fx.Node:
+        placeholders = [n for n in self.graph.nodes if n.op == "placeholder"]
+        anchor = placeholders[-1] if placeholders else None
+        if anchor is None:
+            first = next(iter(self.graph.nodes), None)
+            if first is None:
+                return self.graph.placeholder(name)
+            with self.graph.inserting_before(first):
+                return self.graph.placeholder(name)
+        with self.graph.inserting_after(anchor):
+            return self.graph.placeholder(name)
+
+    def attr_tensor(self, tensor: torch.Tensor, hint: str, source: Source):
+        """A parameter or buffer of a module, held by the graph's root as a ``get_attr`` node."""
+        from ..values.tensor import TensorValue
+
+        name = self._register_attr(tensor, hint)
+        node = self.graph.get_attr(name)
+        fake = self.fake_of(tensor)
+        node.meta["example_value"] = fake
+        return TensorValue(node, fake, source, type(tensor))
+
+    def _register_attr(self, obj, hint: str) -> str:
+        if id(obj) in self._attr_names:
+            return self._attr_names[id(obj)]
+        base = _node_name(hint)
+        name, i = base, 1
+        while name in self.attrs:
+            name, i = f"{base}_{i}", i + 1
+        self.attrs[name] = obj
+        self._attr_names[id(obj)] = name
+        return name
+
+    def fake_of(self, tensor: torch.Tensor) -> torch.Tensor:
+        fake = self._fake_cache.get(id(tensor))
+        if fake is None:
+            fake = self.fake_mode.from_tensor(tensor, static_shapes=True)
+            self._fake_cache[id(tensor)] = fake
+            self._keepalive = getattr(self, "_keepalive", [])
+            self._keepalive.append(tensor)
+        return fake
+
+    # -- operations ---------------------------------------------------------------
+    def call(self, kind: str, target, args: list, kwargs: dict, what: str):
+        """Add a ``call_function`` / ``call_method`` / ``call_module`` node and propagate fake values.
+
+        ``args``/``kwargs`` are ``Value``s (nested containers allowed); ``what``
+        names the operation for error messages.
+        """
+        node_args, fake_args = _lower(args, what)
+        node_kwargs, fake_kwargs = _lower(kwargs, what)
+        if kind == "call_module":
+            module = target
+            target = self._register_attr(module, what)
+        node = self.graph.create_node(kind, target, tuple(node_args), dict(node_kwargs))
+        try:
+            with self.fake_mode:
+                if kind == "call_function":
+                    fake = target(*fake_args, **fake_kwargs)
+                elif kind == "call_method":
+                    fake = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
+                else:
+                    fake = module(*fake_args, **fake_kwargs)
+        except (DataDependentOutputException, DynamicOutputShapeException) as e:
+            self.graph.erase_node(node)
+            raise GraphBreak(
+                f"`{what}` produces a value that depends on tensor data ({type(e).__name__}); "
+                "it cannot be captured in a static graph"
+            ) from e
+        except GraphBreak:
+            self.graph.erase_node(node)
+            raise
+        except Exception as e:
+            self.graph.erase_node(node)
+            raise GraphBreak(
+                f"`{what}` raised {type(e).__name__} while capturing ({_first_line(e)}); it runs eagerly instead"
+            ) from e
+        return self.wrap_result(node, fake)
+
+    def wrap_result(self, node: fx.Node, fake):
+        from ..values.constant import ConstantValue, is_literal
+        from ..values.containers import SizeValue, TupleValue
+        from ..values.tensor import TensorValue
+
+        if isinstance(fake, torch.Tensor):
+            node.meta["example_value"] = fake
+            return TensorValue(node, fake)
+        if isinstance(fake, torch.Size):
+            self._erase_if_unused(node)
+            return SizeValue([ConstantValue(d) for d in fake])
+        if isinstance(fake, (tuple, list)) and any(isinstance(x, torch.Tensor) for x in fake):
+            node.meta["example_value"] = fake
+            items = []
+            for i, x in enumerate(fake):
+                if isinstance(x, torch.Tensor):
+                    item = self.graph.call_function(operator.getitem, (node, i))
+                    item.meta["example_value"] = x
+                    items.append(TensorValue(item, x))
+                elif is_literal(x):
+                    items.append(ConstantValue(x))
+                else:
+                    raise GraphBreak(f"an operation returned a {type(x).__name__} inside a sequence")
+            return TupleValue(items)
+        if fake is None:
+            return ConstantValue(None)
+        if is_literal(fake):
+            self._erase_if_unused(node)
+            return ConstantValue(fake)
+        self.graph.erase_node(node)
+        raise GraphBreak(f"an operation returned a {type(fake).__name__}, which cannot be captured")
+
+    def _erase_if_unused(self, node: fx.Node) -> None:
+        if not node.users:
+            self.graph.erase_node(node)
+
+    # -- finishing ------------------------------------------------------------------
+    def op_count(self) -> int:
+        return sum(1 for n in self.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
+
+    def finish(self, outputs: list[fx.Node]) -> fx.GraphModule:
+        """Set the graph's outputs (a tuple) and build the ``GraphModule``."""
+        self.graph.output(tuple(outputs))
+        root = torch.nn.Module()
+        for name, obj in self.attrs.items():
+            if isinstance(obj, torch.nn.Module):
+                root.add_module(name, obj)
+            elif isinstance(obj, torch.nn.Parameter):
+                root.register_parameter(name, obj)
+            else:
+                root.register_buffer(name, obj)
+        gm = fx.GraphModule(root, self.graph)
+        gm.recompile()
+        return gm
+
+
+def _lower(values, what: str):
+    """Values (nested) to (FX node arguments, fake arguments)."""
+    from ..values.base import Value
+    from ..values.constant import ConstantValue
+    from ..values.containers import DictValue, SequenceValue
+    from ..values.tensor import TensorValue
+
+    if isinstance(values, dict):
+        pairs = {k: _lower(v, what) for k, v in values.items()}
+        return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
+    if isinstance(values, (list, tuple)):
+        pairs = [_lower(v, what) for v in values]
+        return [p[0] for p in pairs], [p[1] for p in pairs]
+    if isinstance(values, TensorValue):
+        return values.node, values.fake
+    if isinstance(values, ConstantValue) or (isinstance(values, Value) and values.is_constant()
+                                             and not isinstance(values, SequenceValue)):
+        v = values.as_constant()
+        return v, v
+    if isinstance(values, SequenceValue):
+        node, fake = _lower(values.items, what)
+        t = values.container_type
+        return t(node), t(fake)
+    if isinstance(values, DictValue):
+        return _lower(values.items, what)
+    if isinstance(values, Value):
+        raise GraphBreak(f"`{what}` was given {values.describe()}, which cannot be an argument of a graph operation")
+    return values, values
+
+
+def _node_name(text: str) -> str:
+    out = "".join(c if c.isalnum() else "_" for c in text)
+    out = "_".join(p for p in out.split("_") if p)
+    if not out or out[0].isdigit():
+        out = "v_" + out
+    return out
+
+
+def _first_line(e: Exception) -> str:
+    text = str(e).strip().splitlines()
+    return text[0][:200] if text else type(e).__name__

@@ -1,0 +1,85 @@
+"""Compile a ``GuardSet`` into one Python function ``check(L, G) -> bool``.
+
+The function is a single ``and`` chain generated as source and ``exec``-ed,
+so a hit costs one Python call and no per-guard dispatch.  The readable
+guard list and a slow ``first_failure`` explanation (for the
+``recompiles`` log) come with it.  Nothing here decides *what* to guard.
+"""
+from __future__ import annotations
+
+import builtins as _builtins
+
+import torch
+
+from .guard import Guard, GuardSet
+
+
+def _check_tensor(t, spec) -> bool:
+    return (
+        type(t) is spec.type
+        and t.dtype is spec.dtype
+        and t.requires_grad is spec.requires_grad
+        and t.shape == spec.size
+        and t.stride() == spec.stride
+        and t.device == spec.device
+    )
+
+
+class CompiledGuard:
+    """A cache entry's guard: callable as ``guard(L, G)`` by the hook."""
+
+    def __init__(self, guards: list[Guard], fn, source: str):
+        self.guards = guards
+        self.fn = fn
+        self.source = source
+
+    def __call__(self, L, G) -> bool:
+        return self.fn(L, G)
+
+    def first_failure(self, L, G) -> str | None:
+        """Which guard fails for these locals/globals (slow; for logs and explain)."""
+        for g in self.guards:
+            scope = _scope(g.constants, G)
+            try:
+                ok = eval(g.expr, scope, {"L": L, "G": G})
+            except Exception as e:  # a missing local or attribute is a failure, not an error
+                return f"{g.description} (raised {type(e).__name__}: {e})"
+            if not ok:
+                detail = ""
+                if g.kind == "TENSOR_MATCH":
+                    spec = next(iter(g.constants.values()))
+                    try:
+                        detail = f" ({spec.mismatch(eval(g.source.expr(), scope, {'L': L, 'G': G}))})"
+                    except Exception:
+                        detail = ""
+                return f"{g.description}{detail}"
+        return None
+
+    def describe(self) -> list[str]:
+        return [str(g) for g in self.guards]
+
+
+def _scope(constants: dict, G) -> dict:
+    scope = {
+        "___check_tensor": _check_tensor,
+        "___grad_enabled": torch.is_grad_enabled,
+        "B": _builtins.__dict__,
+        "len": len,
+        "type": type,
+    }
+    scope.update(constants)
+    return scope
+
+
+def compile_guards(guard_set: GuardSet, builtins_dict: dict | None = None) -> CompiledGuard:
+    guards = list(guard_set)
+    scope = _scope({}, None)
+    if builtins_dict is not None:
+        scope["B"] = builtins_dict
+    for g in guards:
+        scope.update(g.constants)
+    body = " and ".join(f"({g.expr})" for g in guards) or "True"
+    source = f"def ___guard(L, G):\n    try:\n        return {body}\n    except Exception:\n        return False\n"
+    namespace: dict = {}
+    exec(compile(source, "<dynacap guard>", "exec"), scope, namespace)
+    return CompiledGuard(guards, namespace["___guard"], source)

@@ -1,0 +1,159 @@
+"""``Guard`` (one assumption about one source) and ``GuardSet`` (all of a trace's).
+
+A guard is a Python boolean expression over ``L`` (frame locals), ``G``
+(frame globals) and ``B`` (builtins), plus the objects it refers to (kept
+in ``constants``, referenced by name).  Guard kinds, cheapest first, are
+ordered by ``COST`` so that the compiled check fails fast.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from ..source import Source
+
+#: Evaluation order: cheap identity/type checks first, tensors last.
+COST = {
+    "GLOBAL_STATE": 0,
+    "ID_MATCH": 1,
+    "TYPE_MATCH": 2,
+    "EQUALS_MATCH": 3,
+    "LENGTH": 3,
+    "NOT_PRESENT": 3,
+    "MODULE_STATE": 4,
+    "TENSOR_MATCH": 9,
+}
+
+
+@dataclass
+class Guard:
+    kind: str
+    source: Source | None
+    expr: str
+    constants: dict = field(default_factory=dict)
+    description: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.kind:<13} {self.description or self.expr}"
+
+
+class GuardSet:
+    """Accumulates guards during one trace, deduplicated by expression."""
+
+    def __init__(self):
+        self._guards: dict[str, Guard] = {}
+        self._counter = 0
+
+    def __len__(self) -> int:
+        return len(self._guards)
+
+    def __iter__(self):
+        return iter(sorted(self._guards.values(), key=lambda g: COST[g.kind]))
+
+    def _const(self, value) -> str:
+        name = f"___c{self._counter}"
+        self._counter += 1
+        return name
+
+    def add(self, kind: str, source: Source | None, template: str, description: str = "", **objects) -> None:
+        """Add ``template`` formatted with ``s`` (the source expression) and named objects.
+
+        Objects are bound as constants of the compiled check, so ``{name}``
+        in the template becomes a reference to the object, not its repr.
+        """
+        names = {key: self._const(obj) for key, obj in objects.items()}
+        expr = template.format(s=source.expr() if source is not None else "", **names)
+        key = expr
+        for k, n in names.items():
+            key = key.replace(n, f"<{k}:{id(objects[k])}>")
+        if key in self._guards:
+            return
+        constants = {names[k]: obj for k, obj in objects.items()}
+        if source is not None:
+            constants.update(source.constants())
+        self._guards[key] = Guard(kind, source, expr, constants, description or expr)
+
+    def id_match(self, source: Source, obj) -> None:
+        self.add("ID_MATCH", source, "{s} is {obj}", f"{source.expr()} is {_short(obj)}", obj=obj)
+
+    def type_match(self, source: Source, obj) -> None:
+        t = type(obj)
+        self.add("TYPE_MATCH", source, "type({s}) is {t}", f"type({source.expr()}) is {t.__qualname__}", t=t)
+
+    def equals_match(self, source: Source, value) -> None:
+        if value is None or value is True or value is False or value is Ellipsis:
+            self.add("ID_MATCH", source, f"{{s}} is {value!r}")
+            return
+        t = type(value)
+        if t in (int, float, str, bytes, complex) and repr(value) == repr(t(value)) and _literal_ok(value):
+            self.add("EQUALS_MATCH", source, f"type({{s}}) is {{t}} and {{s}} == {value!r}",
+                     f"{source.expr()} == {value!r}", t=t)
+        else:
+            self.add("EQUALS_MATCH", source, "type({s}) is {t} and {s} == {v}",
+                     f"{source.expr()} == {value!r}", t=t, v=value)
+
+    def length(self, source: Source, obj) -> None:
+        self.type_match(source, obj)
+        self.add("LENGTH", source, f"len({{s}}) == {len(obj)}")
+
+    def tensor_match(self, source: Source, t: torch.Tensor) -> None:
+        size = tuple(t.shape)
+        stride = tuple(t.stride())
+        desc = (f"{source.expr()}: {type(t).__name__} {str(t.dtype).replace('torch.', '')}{list(size)} "
+                f"stride={list(stride)} device={t.device} requires_grad={t.requires_grad}")
+        self.add(
+            "TENSOR_MATCH",
+            source,
+            "___check_tensor({s}, {spec})",
+            desc,
+            spec=TensorSpec.of(t),
+        )
+
+    def global_state(self) -> None:
+        grad = torch.is_grad_enabled()
+        self.add("GLOBAL_STATE", None, f"___grad_enabled() is {grad}", f"torch.is_grad_enabled() is {grad}")
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """Everything a captured graph assumed about one tensor input."""
+
+    type: type
+    dtype: torch.dtype
+    device: torch.device
+    requires_grad: bool
+    size: tuple
+    stride: tuple
+
+    @staticmethod
+    def of(t: torch.Tensor) -> "TensorSpec":
+        return TensorSpec(type(t), t.dtype, t.device, t.requires_grad, tuple(t.shape), tuple(t.stride()))
+
+    def mismatch(self, t) -> str | None:
+        """A readable description of the first difference, or None if ``t`` matches."""
+        if type(t) is not self.type:
+            return f"type {type(t).__name__} != {self.type.__name__}"
+        for what, got, want in (
+            ("dtype", t.dtype, self.dtype),
+            ("device", t.device, self.device),
+            ("requires_grad", t.requires_grad, self.requires_grad),
+            ("size", tuple(t.shape), self.size),
+            ("stride", tuple(t.stride()), self.stride),
+        ):
+            if got != want:
+                return f"{what} {got} != {want}"
+        return None
+
+
+def _short(obj) -> str:
+    name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
+    if name:
+        return f"<{type(obj).__name__} {name}>"
+    return f"<{type(obj).__name__} at {id(obj):#x}>"
+
+
+def _literal_ok(value) -> bool:
+    if isinstance(value, float):
+        return value == value and value not in (float("inf"), float("-inf"))
+    return True

@@ -1,0 +1,26 @@
+"""``has_attribute``: capture-time answer to ``hasattr(value, name)``, or None if unknown."""
+from __future__ import annotations
+
+from ..errors import GraphBreak
+
+
+def has_attribute(tx, value, name: str) -> bool | None:
+    from ..values.tensor import TensorValue
+
+    if isinstance(value, TensorValue):
+        import torch
+
+        return hasattr(torch.Tensor, name) or name in ("shape",)
+    try:
+        obj = value.real_object()
+    except GraphBreak:
+        if value.is_constant():
+            return hasattr(value.as_constant(), name)
+        return None
+    import torch
+
+    if isinstance(obj, torch.nn.Module):
+        d = obj.__dict__
+        return (name in d.get("_parameters", {}) or name in d.get("_buffers", {}) or name in d.get("_modules", {})
+                or name in d or hasattr(type(obj), name))
+    return hasattr(obj, name) if (value.source is not None or value.is_constant()) else None

@@ -1,0 +1,154 @@
+"""Python operators over values: ``BINARY_OP``, ``COMPARE_OP``, unary ops, ``is``, ``in``.
+
+Constants fold at capture time; any tensor operand makes the operator a
+``call_function`` node on the ``operator`` module's function; tuple/list
+concatenation and repetition build new containers.
+"""
+from __future__ import annotations
+
+import operator
+
+from ..errors import GraphBreak
+from ..values.base import Value
+from ..values.constant import ConstantValue
+from ..values.containers import ListValue, SequenceValue, SizeValue, TupleValue
+from ..values.tensor import TensorValue
+from .tracer import handles
+
+BINARY = {
+    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "//": operator.floordiv,
+    "%": operator.mod, "**": operator.pow, "@": operator.matmul, "&": operator.and_, "|": operator.or_,
+    "^": operator.xor, "<<": operator.lshift, ">>": operator.rshift,
+    "+=": operator.iadd, "-=": operator.isub, "*=": operator.imul, "/=": operator.itruediv,
+    "//=": operator.ifloordiv, "%=": operator.imod, "**=": operator.ipow, "@=": operator.imatmul,
+    "&=": operator.iand, "|=": operator.ior, "^=": operator.ixor, "<<=": operator.ilshift, ">>=": operator.irshift,
+}
+COMPARE = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne, ">": operator.gt,
+           ">=": operator.ge}
+
+
+def binary_op(tx, symbol: str, a: Value, b: Value) -> Value:
+    fn = BINARY[symbol]
+    if isinstance(a, TensorValue) or isinstance(b, TensorValue):
+        return tx.graph.call("call_function", fn, [a, b], {}, f"`{symbol}`")
+    if a.is_constant() and b.is_constant() and not isinstance(a, ListValue) and not isinstance(b, ListValue):
+        try:
+            result = fn(a.as_constant(), b.as_constant())
+        except Exception as e:
+            raise GraphBreak(f"`{symbol}` raised {type(e).__name__}: {e}") from e
+        from ..values.wrap import wrap_constant_result
+
+        return wrap_constant_result(result, f"`{symbol}`")
+    base = symbol.rstrip("=")
+    if isinstance(a, SequenceValue) and isinstance(b, SequenceValue) and base == "+":
+        if symbol == "+=" and isinstance(a, ListValue):
+            a.mutate(tx, "`+=` on a list")
+            a.items.extend(b.items)
+            return a
+        cls = ListValue if isinstance(a, ListValue) else TupleValue
+        return cls(a.items + b.items)
+    if isinstance(a, SequenceValue) and base == "*" and b.is_constant():
+        cls = ListValue if isinstance(a, ListValue) else TupleValue
+        return cls(a.items * b.as_constant())
+    raise GraphBreak(f"`{symbol}` between {a.describe()} and {b.describe()} is not supported")
+
+
+def compare_op(tx, symbol: str, a: Value, b: Value) -> Value:
+    fn = COMPARE[symbol]
+    if isinstance(a, TensorValue) or isinstance(b, TensorValue):
+        return tx.graph.call("call_function", fn, [a, b], {}, f"`{symbol}`")
+    if a.is_constant() and b.is_constant():
+        return ConstantValue(fn(a.as_constant(), b.as_constant()))
+    if symbol in ("==", "!="):
+        same = identical(a, b)
+        if same is not None:
+            return ConstantValue(same if symbol == "==" else not same)
+    raise GraphBreak(f"comparing {a.describe()} {symbol} {b.describe()} is not supported")
+
+
+def identical(a: Value, b: Value) -> bool | None:
+    """``a is b`` when it can be decided at capture time, else None."""
+    if isinstance(a, TensorValue) and isinstance(b, TensorValue):
+        return a.node is b.node
+    if isinstance(a, TensorValue) or isinstance(b, TensorValue):
+        return False
+    if a.is_constant() and b.is_constant() and not isinstance(a, SequenceValue) and not isinstance(b, SequenceValue):
+        return a.as_constant() is b.as_constant()
+    try:
+        return a.real_object() is b.real_object()
+    except GraphBreak:
+        pass
+    if a is b:
+        return True
+    if isinstance(a, ConstantValue) or isinstance(b, ConstantValue):
+        return False
+    return None
+
+
+@handles("BINARY_OP")
+def _binary(tx, ins):
+    b = tx.pop()
+    a = tx.pop()
+    tx.push(binary_op(tx, ins.argrepr, a, b))
+
+
+@handles("COMPARE_OP")
+def _compare(tx, ins):
+    b = tx.pop()
+    a = tx.pop()
+    tx.push(compare_op(tx, ins.argval, a, b))
+
+
+@handles("IS_OP")
+def _is(tx, ins):
+    b = tx.pop()
+    a = tx.pop()
+    same = identical(a, b)
+    if same is None:
+        raise GraphBreak(f"`is` between {a.describe()} and {b.describe()} cannot be decided while capturing")
+    tx.push(ConstantValue(same != bool(ins.arg)))
+
+
+@handles("CONTAINS_OP")
+def _contains(tx, ins):
+    container = tx.pop()
+    item = tx.pop()
+    if isinstance(container, SizeValue) or container.is_constant() and item.is_constant():
+        result = item.as_constant() in container.as_constant()
+    else:
+        from ..values.containers import DictValue
+
+        if isinstance(container, DictValue) and item.is_constant():
+            result = item.as_constant() in container.items
+        elif isinstance(container, SequenceValue):
+            matches = [identical(item, x) if not (item.is_constant() and x.is_constant())
+                       else item.as_constant() == x.as_constant() for x in container.items]
+            if any(m is None for m in matches):
+                raise GraphBreak(f"`in` over {container.describe()} cannot be decided while capturing")
+            result = any(matches)
+        else:
+            raise GraphBreak(f"`in` over {container.describe()} is not supported")
+    tx.push(ConstantValue(result != bool(ins.arg)))
+
+
+def _unary(symbol, fn, method):
+    def handler(tx, ins):
+        value = tx.pop()
+        if isinstance(value, TensorValue):
+            tx.push(tx.graph.call("call_function", fn, [value], {}, f"unary `{symbol}`"))
+        elif value.is_constant():
+            tx.push(ConstantValue(fn(value.as_constant())))
+        else:
+            raise GraphBreak(f"unary `{symbol}` on {value.describe()}")
+
+    return handler
+
+
+handles("UNARY_NEGATIVE")(_unary("-", operator.neg, "neg"))
+handles("UNARY_POSITIVE")(_unary("+", operator.pos, "pos"))
+handles("UNARY_INVERT")(_unary("~", operator.invert, "invert"))
+
+
+@handles("UNARY_NOT")
+def _not(tx, ins):
+    tx.push(ConstantValue(not tx.pop().truth(tx)))

@@ -1,0 +1,81 @@
+"""Opcodes that call: ``CALL`` (with ``KW_NAMES``), ``CALL_FUNCTION_EX``, ``MAKE_FUNCTION``."""
+from __future__ import annotations
+
+import types
+
+from ..errors import GraphBreak
+from ..values.base import NullValue, Value
+from ..values.containers import DictValue, SequenceValue, TupleValue
+from ..values.functions import UserFunctionValue
+from .ops_variables import CellRefValue, CodeConstant
+from .tracer import handles
+
+
+def call_value(tx, fn: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    return fn.call(tx, args, kwargs)
+
+
+@handles("KW_NAMES")
+def _kw_names(tx, ins):
+    tx.kw_names = ins.argval
+
+
+@handles("CALL")
+def _call(tx, ins):
+    args = tx.popn(ins.arg)
+    second = tx.pop()
+    first = tx.pop()
+    if isinstance(first, NullValue):
+        fn = second
+    else:
+        fn, args = first, [second, *args]
+    kwargs = {}
+    if tx.kw_names:
+        names = tx.kw_names
+        kwargs = dict(zip(names, args[len(args) - len(names):]))
+        args = args[: len(args) - len(names)]
+        tx.kw_names = None
+    tx.push(call_value(tx, fn, args, kwargs))
+
+
+@handles("CALL_FUNCTION_EX")
+def _call_function_ex(tx, ins):
+    kwargs = tx.pop() if ins.arg & 1 else DictValue({})
+    args = tx.pop()
+    fn = tx.pop()
+    null = tx.pop()
+    if not isinstance(null, NullValue):
+        raise GraphBreak("CALL_FUNCTION_EX without NULL")
+    if not isinstance(args, SequenceValue):
+        args = TupleValue(args.iterate(tx))
+    if not isinstance(kwargs, DictValue):
+        raise GraphBreak(f"`**` unpacking of {kwargs.describe()}")
+    tx.push(call_value(tx, fn, list(args.items), {str(k): v for k, v in kwargs.items.items()}))
+
+
+@handles("MAKE_FUNCTION")
+def _make_function(tx, ins):
+    code_value = tx.pop()
+    assert isinstance(code_value, CodeConstant)
+    flags = ins.arg
+    closure = tx.pop() if flags & 0x08 else None
+    if flags & 0x04:
+        tx.pop()  # annotations are not needed to run the function
+    kwdefaults = tx.pop() if flags & 0x02 else None
+    defaults = tx.pop() if flags & 0x01 else None
+    code = code_value.code
+    try:
+        defaults_t = defaults.as_constant() if defaults is not None else None
+        kwdefaults_d = kwdefaults.as_constant() if kwdefaults is not None else None
+    except GraphBreak:
+        raise GraphBreak(f"nested function {code.co_name} with non-constant default arguments") from None
+    boxes = None
+    cells = None
+    if closure is not None:
+        boxes = [c.box for c in closure.items if isinstance(c, CellRefValue)]
+        cells = tuple(types.CellType() for _ in boxes)
+    fn = types.FunctionType(code, tx.f_globals, code.co_name, defaults_t, cells)
+    if kwdefaults_d:
+        fn.__kwdefaults__ = kwdefaults_d
+    fn.__qualname__ = code.co_qualname
+    tx.push(UserFunctionValue(fn, None, closure_cells=boxes if boxes is not None else None))

@@ -1,0 +1,147 @@
+"""Opcodes that build, index and unpack containers (tuples, lists, dicts, slices, strings)."""
+from __future__ import annotations
+
+from ..errors import GraphBreak
+from ..values.constant import ConstantValue
+from ..values.containers import DictValue, ListValue, SequenceValue, TupleValue
+from ..values.tensor import TensorValue
+from .tracer import handles
+
+
+@handles("BUILD_TUPLE")
+def _build_tuple(tx, ins):
+    tx.push(TupleValue(tx.popn(ins.arg)))
+
+
+@handles("BUILD_LIST")
+def _build_list(tx, ins):
+    tx.push(ListValue(tx.popn(ins.arg)))
+
+
+@handles("LIST_TO_TUPLE")
+def _list_to_tuple(tx, ins):
+    tx.push(TupleValue(tx.pop().items))
+
+
+@handles("LIST_APPEND")
+def _list_append(tx, ins):
+    value = tx.pop()
+    target = tx.stack[-ins.arg]
+    target.mutate(tx, "list append")
+    target.items.append(value)
+
+
+@handles("LIST_EXTEND")
+def _list_extend(tx, ins):
+    value = tx.pop()
+    target = tx.stack[-ins.arg]
+    target.mutate(tx, "list extend")
+    target.items.extend(value.iterate(tx))
+
+
+@handles("BUILD_MAP")
+def _build_map(tx, ins):
+    flat = tx.popn(2 * ins.arg)
+    tx.push(DictValue({flat[i].as_constant(): flat[i + 1] for i in range(0, len(flat), 2)}))
+
+
+@handles("BUILD_CONST_KEY_MAP")
+def _build_const_key_map(tx, ins):
+    keys = tx.pop().as_constant()
+    values = tx.popn(ins.arg)
+    tx.push(DictValue(dict(zip(keys, values))))
+
+
+@handles("DICT_UPDATE", "DICT_MERGE")
+def _dict_update(tx, ins):
+    value = tx.pop()
+    target = tx.stack[-ins.arg]
+    if not isinstance(value, DictValue):
+        raise GraphBreak(f"`**` unpacking of {value.describe()}")
+    if ins.opname == "DICT_MERGE" and set(value.items) & set(target.items):
+        raise GraphBreak("duplicate keyword argument (TypeError at run time)")
+    target.items.update(value.items)
+
+
+@handles("MAP_ADD")
+def _map_add(tx, ins):
+    value = tx.pop()
+    key = tx.pop()
+    tx.stack[-ins.arg].items[key.as_constant()] = value
+
+
+@handles("BUILD_SLICE")
+def _build_slice(tx, ins):
+    parts = tx.popn(ins.arg)
+    if not all(p.is_constant() for p in parts):
+        raise GraphBreak("a slice with non-constant bounds (e.g. from a tensor value)")
+    tx.push(ConstantValue(slice(*(p.as_constant() for p in parts))))
+
+
+@handles("BUILD_STRING")
+def _build_string(tx, ins):
+    parts = tx.popn(ins.arg)
+    tx.push(ConstantValue("".join(p.as_constant() for p in parts)))
+
+
+@handles("FORMAT_VALUE")
+def _format_value(tx, ins):
+    spec = tx.pop().as_constant() if (ins.arg & 0x04) else ""
+    value = tx.pop()
+    if isinstance(value, TensorValue):
+        raise GraphBreak("formatting a tensor into a string reads its values")
+    raw = value.as_constant()
+    conversion = ins.arg & 0x03
+    if conversion == 1:
+        raw = str(raw)
+    elif conversion == 2:
+        raw = repr(raw)
+    elif conversion == 3:
+        raw = ascii(raw)
+    tx.push(ConstantValue(format(raw, spec)))
+
+
+@handles("BINARY_SUBSCR")
+def _binary_subscr(tx, ins):
+    index = tx.pop()
+    container = tx.pop()
+    tx.push(container.getitem(tx, index))
+
+
+@handles("STORE_SUBSCR")
+def _store_subscr(tx, ins):
+    index = tx.pop()
+    container = tx.pop()
+    value = tx.pop()
+    setitem = getattr(container, "setitem", None)
+    if setitem is None:
+        raise GraphBreak(f"item assignment on {container.describe()}")
+    setitem(tx, index, value)
+
+
+@handles("UNPACK_SEQUENCE")
+def _unpack_sequence(tx, ins):
+    seq = tx.pop()
+    items = seq.iterate(tx)
+    if len(items) != ins.arg:
+        raise GraphBreak(f"unpacking {len(items)} values into {ins.arg} (ValueError at run time)")
+    for item in reversed(items):
+        tx.push(item)
+
+
+@handles("UNPACK_EX")
+def _unpack_ex(tx, ins):
+    seq = tx.pop()
+    items = seq.iterate(tx)
+    before, after = ins.arg & 0xFF, ins.arg >> 8
+    if len(items) < before + after:
+        raise GraphBreak("not enough values to unpack (ValueError at run time)")
+    middle = ListValue(items[before: len(items) - after])
+    for item in reversed(items[len(items) - after:]):
+        tx.push(item)
+    tx.push(middle)
+    for item in reversed(items[:before]):
+        tx.push(item)
+
+
+__all__ = ["SequenceValue"]

@@ -1,0 +1,34 @@
+"""Which code dynacap never captures or inlines: its own, the standard library, torch's.
+
+A file is skipped when it lives under one of these directories (or a
+prefix in ``config.skip_prefixes``).  Torch functions are not inlined but
+recorded as graph operations (see ``values.torch_ns``); ``torch.nn``
+module ``forward``s are handled by ``values.module``.
+"""
+from __future__ import annotations
+
+import os
+import sysconfig
+
+import torch
+
+from .. import config
+
+_DYNACAP_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+_STDLIB_DIRS = tuple(
+    os.path.abspath(p) + os.sep for p in {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]}
+)
+_SITE_DIRS = tuple(os.path.abspath(p) + os.sep for p in {sysconfig.get_paths()["purelib"],
+                                                         sysconfig.get_paths()["platlib"]})
+
+
+def is_skipped_file(filename: str) -> bool:
+    if filename.startswith("<"):
+        return filename.startswith(("<frozen", "<eval_with_key", "<dynacap"))
+    path = os.path.abspath(filename)
+    if path.startswith(_DYNACAP_DIR) or path.startswith(_TORCH_DIR):
+        return True
+    if path.startswith(_STDLIB_DIRS) and not path.startswith(_SITE_DIRS):
+        return True
+    return any(path.startswith(p) for p in config.skip_prefixes)

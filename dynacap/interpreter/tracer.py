@@ -1,0 +1,305 @@
+"""``Tracer``: the interpreter state of one frame and its main loop.
+
+The state is exactly what a CPython 3.11 frame holds, in symbolic form:
+the value stack, the locals (by name), the cells, the instruction pointer
+and the pending ``KW_NAMES``.  Because it mirrors the real frame, the code
+generator can rebuild it in bytecode at any instruction (used to resume
+after a graph break).  Inlined calls get a child ``Tracer`` sharing the
+parent's ``TraceContext`` (graph, guards, side effects).
+
+The tracer never runs user code for real and never compiles anything: it
+only produces values, graph nodes, guards and side effects.
+"""
+from __future__ import annotations
+
+import dis
+import inspect
+import linecache
+import traceback
+import types
+from dataclasses import dataclass, field
+
+from .. import config
+from ..errors import GraphBreak
+from ..graph import GraphBuilder
+from ..guards import GuardSet
+from ..source import BuiltinSource, GlobalSource, LocalSource, ModuleGlobalSource
+from ..values.base import Value
+
+#: opname -> handler(tracer, instruction); filled by the ``ops_*`` modules.
+HANDLERS: dict = {}
+
+
+def handles(*opnames):
+    def register(fn):
+        for name in opnames:
+            assert name in dis.opmap, name
+            HANDLERS[name] = fn
+        return fn
+
+    return register
+
+
+class CellBox:
+    """A closure cell while tracing: shared by the frame that owns it and inlined closures.
+
+    A cell that exists at run time (a closure of the traced frame or of a
+    function reached from it) has a ``source``; its contents are wrapped
+    (and guarded) on first read only.
+    """
+
+    _UNREAD = object()
+
+    def __init__(self, value: Value | None = None, source=None, raw=_UNREAD):
+        self._value = value
+        self.source = source
+        self._raw = raw
+
+    def get(self, tx) -> Value | None:
+        if self._raw is not CellBox._UNREAD:
+            from ..values.wrap import wrap
+
+            raw, self._raw = self._raw, CellBox._UNREAD
+            self._value = wrap(tx, raw, self.source) if self.source is not None else wrap_unsourced(tx, raw)
+        return self._value
+
+    def set(self, value: Value) -> None:
+        self._raw = CellBox._UNREAD
+        self._value = value
+
+
+@dataclass
+class SideEffect:
+    """A Python-level mutation to replay after the graph runs, in program order."""
+
+    kind: str  # "setattr" | "store_global"
+    target: object  # Value (setattr) or globals dict (store_global)
+    name: str
+    value: Value
+    globals_source: object = None
+
+
+@dataclass
+class TraceContext:
+    """State shared by a root frame's tracer and every inlined callee."""
+
+    f_globals: dict
+    f_builtins: dict
+    graph: GraphBuilder = field(default_factory=GraphBuilder)
+    guards: GuardSet = field(default_factory=GuardSet)
+    side_effects: list = field(default_factory=list)
+    attribute_overrides: dict = field(default_factory=dict)
+    global_overrides: dict = field(default_factory=dict)
+    module_tensors: dict = field(default_factory=dict)
+    instructions_run: int = 0
+
+
+class Tracer:
+    def __init__(self, code: types.CodeType, ctx: TraceContext, f_globals: dict, parent: "Tracer | None" = None):
+        self.code = code
+        self.ctx = ctx
+        self.f_globals = f_globals
+        self.parent = parent
+        self.depth = 0 if parent is None else parent.depth + 1
+        self.instructions = list(dis.get_instructions(code))
+        self.index_of_offset = {ins.offset: i for i, ins in enumerate(self.instructions)}
+        self.stack: list[Value] = []
+        self.locals: dict[str, Value] = {}
+        self.cells: dict[str, CellBox] = {}
+        self.ip = 0
+        self.kw_names: tuple | None = None
+        self.current: dis.Instruction | None = None
+        self.return_value: Value | None = None
+        #: Root frame only: the frame's arguments and closure contents, wrapped on first read.
+        self.frame_values: dict = {}
+        self.deleted: set[str] = set()
+
+    # -- shared state -----------------------------------------------------------
+    @property
+    def graph(self) -> GraphBuilder:
+        return self.ctx.graph
+
+    @property
+    def guards(self) -> GuardSet:
+        return self.ctx.guards
+
+    @property
+    def is_root(self) -> bool:
+        return self.parent is None
+
+    # -- stack ------------------------------------------------------------------------
+    def push(self, value: Value) -> None:
+        assert isinstance(value, Value), value
+        self.stack.append(value)
+
+    def pop(self) -> Value:
+        return self.stack.pop()
+
+    def popn(self, n: int) -> list[Value]:
+        if n == 0:
+            return []
+        values = self.stack[-n:]
+        del self.stack[-n:]
+        return values
+
+    # -- main loop ---------------------------------------------------------------------
+    def run(self) -> Value:
+        """Interpret until ``RETURN_VALUE``; raises ``GraphBreak`` (with the user stack) otherwise."""
+        try:
+            while self.return_value is None:
+                self.step()
+        except GraphBreak as e:
+            if not e.user_stack:
+                e.user_stack = self.user_stack()
+            raise
+        return self.return_value
+
+    def step(self) -> None:
+        instruction = self.instructions[self.ip]
+        self.current = instruction
+        self.ip += 1
+        self.ctx.instructions_run += 1
+        if self.ctx.instructions_run > config.max_unroll * 16:
+            raise GraphBreak("the captured code runs too many instructions (a very long or endless loop)")
+        handler = HANDLERS.get(instruction.opname)
+        if handler is None:
+            raise GraphBreak(f"the bytecode instruction {instruction.opname} is not supported yet")
+        handler(self, instruction)
+
+    def jump_to(self, offset: int) -> None:
+        self.ip = self.index_of_offset[offset]
+
+    def user_stack(self) -> list[traceback.FrameSummary]:
+        """The user's stack at the current instruction, outermost frame first."""
+        frames = []
+        tracer = self
+        while tracer is not None:
+            frames.append(tracer.frame_summary())
+            tracer = tracer.parent
+        return list(reversed(frames))
+
+    def frame_summary(self) -> traceback.FrameSummary:
+        lineno = self.code.co_firstlineno
+        if self.current is not None and self.current.positions and self.current.positions.lineno:
+            lineno = self.current.positions.lineno
+        line = linecache.getline(self.code.co_filename, lineno).strip()
+        return traceback.FrameSummary(self.code.co_filename, lineno, self.code.co_name, line=line or None)
+
+    # -- variables ------------------------------------------------------------------------
+    def load_global(self, name: str) -> Value:
+        from ..values.wrap import wrap
+
+        ctx = self.ctx
+        override = ctx.global_overrides.get((id(self.f_globals), name))
+        if override is not None:
+            return override
+        if name in self.f_globals:
+            return wrap(self, self.f_globals[name], self.global_source(name))
+        builtins_dict = ctx.f_builtins
+        if name in builtins_dict:
+            if self.f_globals is ctx.f_globals:
+                self.guards.add("NOT_PRESENT", None, f"{name!r} not in G")
+            else:
+                self.guards.add("NOT_PRESENT", None, f"{name!r} not in {{g}}",
+                                f"{name!r} not in globals of {self.f_globals.get('__name__')}", g=self.f_globals)
+            return wrap(self, builtins_dict[name], BuiltinSource(name) if self.f_globals is ctx.f_globals else None)
+        raise GraphBreak(f"name {name!r} is not defined (NameError at run time)")
+
+    def global_source(self, name: str):
+        if self.f_globals is self.ctx.f_globals:
+            return GlobalSource(name)
+        module_name = self.f_globals.get("__name__", "module")
+        return ModuleGlobalSource(str(module_name), name, self.f_globals)
+
+    def store_global(self, name: str, value: Value) -> None:
+        self.ctx.global_overrides[(id(self.f_globals), name)] = value
+        self.ctx.side_effects.append(SideEffect("store_global", self.f_globals, name, value,
+                                                self.f_globals is self.ctx.f_globals))
+
+    def attribute_override(self, obj, name: str) -> Value | None:
+        return self.ctx.attribute_overrides.get((id(obj), name))
+
+    def record_setattr(self, target: Value, name: str, value: Value) -> None:
+        if target.source is None:
+            raise GraphBreak(f"assigning `.{name}` on {target.describe()} created while capturing")
+        self.ctx.attribute_overrides[(id(target.real_object()), name)] = value
+        self.ctx.side_effects.append(SideEffect("setattr", target, name, value))
+
+    def module_tensor(self, tensor, hint: str, source):
+        """A parameter or buffer: held by the graph, guarded by identity."""
+        key = id(tensor)
+        cached = self.ctx.module_tensors.get(key)
+        if cached is not None:
+            return cached
+        if source is not None:
+            self.guards.id_match(source, tensor)
+        value = self.graph.attr_tensor(tensor, hint, source)
+        self.ctx.module_tensors[key] = value
+        return value
+
+    def guard_module_state(self, module_value) -> None:
+        if module_value.source is not None:
+            from ..source import AttrSource
+
+            self.guards.equals_match(AttrSource(module_value.source, "training"), module_value.module.training)
+
+    # -- calls ----------------------------------------------------------------------------
+    def inline_call(self, fn_value, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        """Interpret a user function's bytecode in a child tracer and return its result."""
+        from ..source import CellContentsSource
+        from ..values.containers import DictValue, TupleValue
+        from .skipfiles import is_skipped_file
+
+        fn = fn_value.fn
+        code = fn.__code__
+        if self.depth + 1 > config.inline_depth_limit:
+            raise GraphBreak(f"calls nested deeper than config.inline_depth_limit={config.inline_depth_limit}")
+        if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
+            raise GraphBreak(f"calling generator/coroutine function {fn.__qualname__} is not supported yet")
+        if getattr(fn, "_dynacap_disabled", False) or is_skipped_file(code.co_filename):
+            raise GraphBreak(f"call to {fn.__qualname__}, which dynacap does not capture "
+                             f"({'dynacap.disable' if getattr(fn, '_dynacap_disabled', False) else 'skipped file'})")
+        try:
+            bound = inspect.signature(fn).bind(*args, **kwargs)
+        except TypeError as e:
+            raise GraphBreak(f"calling {fn.__qualname__}: {e} (TypeError at run time)") from None
+        bound.apply_defaults()
+        child = Tracer(code, self.ctx, fn.__globals__, parent=self)
+        params = inspect.signature(fn).parameters
+        for name, value in bound.arguments.items():
+            kind = params[name].kind
+            if kind is inspect.Parameter.VAR_POSITIONAL:
+                value = TupleValue(list(value))
+            elif kind is inspect.Parameter.VAR_KEYWORD:
+                value = DictValue(dict(value))
+            elif not isinstance(value, Value):
+                value = wrap_unsourced(self, value)
+            child.locals[name] = value
+        if code.co_freevars:
+            if fn_value.closure_cells is not None:
+                for name, box in zip(code.co_freevars, fn_value.closure_cells):
+                    child.cells[name] = box
+            else:
+                for i, (name, cell) in enumerate(zip(code.co_freevars, fn.__closure__)):
+                    try:
+                        contents = cell.cell_contents
+                    except ValueError:
+                        child.cells[name] = CellBox(None)
+                        continue
+                    source = CellContentsSource(fn_value.source, i, name) if fn_value.source is not None else None
+                    child.cells[name] = CellBox(source=source, raw=contents)
+        return child.run()
+
+
+def wrap_unsourced(tx: Tracer, value) -> Value:
+    """A value with no source: a default argument, or a closure of an unreachable function."""
+    from ..values.constant import ConstantValue, is_literal
+    from ..values.wrap import wrap
+
+    if is_literal(value):
+        return ConstantValue(value)
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        raise GraphBreak("a tensor held in a default argument or closure that dynacap cannot reach")
+    return wrap(tx, value, None)

@@ -1,0 +1,176 @@
+"""Sources: how to reach a value from a frame.
+
+Every value the interpreter meets that came from outside the traced code
+knows its ``Source``.  Guards are written as Python expressions over the
+frame's locals ``L`` and globals ``G`` (``Source.expr``), and the code
+generator reloads a value in bytecode (``Source.emit``).  Sources are small
+immutable descriptions: they never hold the value itself.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bytecode import Instr
+
+
+class Source:
+    """Base class. ``expr()`` is a Python expression over ``L``/``G``; ``emit()`` yields bytecode."""
+
+    def expr(self) -> str:
+        raise NotImplementedError
+
+    def emit(self) -> list[Instr]:
+        raise NotImplementedError
+
+    def root(self) -> "Source":
+        return self
+
+    def constants(self) -> dict:
+        """Objects the guard expression refers to by name (bound into the compiled check)."""
+        base = getattr(self, "base", None)
+        return base.constants() if base is not None else {}
+
+    def __str__(self) -> str:
+        return self.expr()
+
+
+@dataclass(frozen=True)
+class LocalSource(Source):
+    """A frame local or argument; ``is_free`` for a closure variable (read via its cell)."""
+
+    name: str
+    is_free: bool = False
+
+    def expr(self) -> str:
+        return f"L[{self.name!r}]"
+
+    def emit(self) -> list[Instr]:
+        return [Instr("LOAD_DEREF" if self.is_free else "LOAD_FAST", _cellref(self.name) if self.is_free else self.name)]
+
+
+@dataclass(frozen=True)
+class GlobalSource(Source):
+    name: str
+
+    def expr(self) -> str:
+        return f"G[{self.name!r}]"
+
+    def emit(self) -> list[Instr]:
+        return [Instr("LOAD_GLOBAL", (False, self.name))]
+
+
+@dataclass(frozen=True, eq=False)
+class ModuleGlobalSource(Source):
+    """A global of another module (an inlined function's ``__globals__``), read from that dict."""
+
+    module_name: str
+    name: str
+    globals_dict: dict
+
+    def _ref(self) -> str:
+        return "___g_" + "".join(c if c.isalnum() else "_" for c in self.module_name)
+
+    def expr(self) -> str:
+        return f"{self._ref()}[{self.name!r}]"
+
+    def constants(self) -> dict:
+        return {self._ref(): self.globals_dict}
+
+    def emit(self) -> list[Instr]:
+        return [Instr("LOAD_CONST", self.globals_dict), Instr("LOAD_CONST", self.name), Instr("BINARY_SUBSCR")]
+
+
+@dataclass(frozen=True)
+class BuiltinSource(Source):
+    """A name found in builtins (not shadowed by a global at capture time)."""
+
+    name: str
+
+    def expr(self) -> str:
+        return f"B[{self.name!r}]"
+
+    def emit(self) -> list[Instr]:
+        return [Instr("LOAD_GLOBAL", (False, self.name))]
+
+
+@dataclass(frozen=True)
+class AttrSource(Source):
+    base: Source
+    name: str
+
+    def expr(self) -> str:
+        return f"{self.base.expr()}.{self.name}"
+
+    def emit(self) -> list[Instr]:
+        return self.base.emit() + [Instr("LOAD_ATTR", self.name)]
+
+    def root(self) -> Source:
+        return self.base.root()
+
+
+@dataclass(frozen=True)
+class DictEntrySource(Source):
+    """``base.<dict_attr>[key]``: a module's child, parameter or buffer, read without ``__getattr__``."""
+
+    base: Source
+    dict_attr: str
+    key: str
+
+    def expr(self) -> str:
+        return f"{self.base.expr()}.{self.dict_attr}[{self.key!r}]"
+
+    def emit(self) -> list[Instr]:
+        return self.base.emit() + [
+            Instr("LOAD_ATTR", self.dict_attr),
+            Instr("LOAD_CONST", self.key),
+            Instr("BINARY_SUBSCR"),
+        ]
+
+    def root(self) -> Source:
+        return self.base.root()
+
+
+@dataclass(frozen=True)
+class ItemSource(Source):
+    """``base[index]`` for a constant index (tuple/list position or dict key)."""
+
+    base: Source
+    index: object
+
+    def expr(self) -> str:
+        return f"{self.base.expr()}[{self.index!r}]"
+
+    def emit(self) -> list[Instr]:
+        return self.base.emit() + [Instr("LOAD_CONST", self.index), Instr("BINARY_SUBSCR")]
+
+    def root(self) -> Source:
+        return self.base.root()
+
+
+@dataclass(frozen=True)
+class CellContentsSource(Source):
+    """The contents of a closure cell of a function reached by ``base``."""
+
+    base: Source
+    index: int
+    name: str
+
+    def expr(self) -> str:
+        return f"{self.base.expr()}.__closure__[{self.index}].cell_contents"
+
+    def emit(self) -> list[Instr]:
+        return self.base.emit() + [
+            Instr("LOAD_ATTR", "__closure__"),
+            Instr("LOAD_CONST", self.index),
+            Instr("BINARY_SUBSCR"),
+            Instr("LOAD_ATTR", "cell_contents"),
+        ]
+
+    def root(self) -> Source:
+        return self.base.root()
+
+
+def _cellref(name: str):
+    from bytecode import FreeVar
+
+    return FreeVar(name)

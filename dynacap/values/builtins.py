@@ -1,0 +1,230 @@
+"""Python builtins (``len``, ``isinstance``, ``range``, ``min``...) over symbolic values.
+
+Each supported builtin has a handler here; a builtin with only constant
+arguments is simply called.  ``print``, ``input``, ``open`` and other
+builtins with effects are graph breaks.
+"""
+from __future__ import annotations
+
+import builtins
+
+from ..errors import GraphBreak
+from .base import Value, constant_args
+from .constant import ConstantValue
+from .containers import DictValue, ListValue, SequenceValue, TupleValue
+
+_EFFECTFUL = {"print", "input", "open", "exec", "eval", "compile", "breakpoint", "exit", "quit", "setattr",
+              "delattr", "globals", "locals", "vars", "id", "hash", "iter", "next", "super", "__import__", "help"}
+
+
+class BuiltinValue(Value):
+    def __init__(self, fn, source=None):
+        self.fn = fn
+        self.source = source
+
+    def describe(self):
+        return f"builtin `{self.fn.__name__}`"
+
+    def real_object(self):
+        return self.fn
+
+    def python_type(self):
+        return type(self.fn)
+
+    def call(self, tx, args, kwargs):
+        name = self.fn.__name__
+        handler = _HANDLERS.get(name)
+        if handler is not None:
+            result = handler(tx, args, kwargs)
+            if result is not None:
+                return result
+        if name in _EFFECTFUL:
+            raise GraphBreak(f"`{name}()` has effects outside the graph; it runs eagerly")
+        const = constant_args(args, kwargs)
+        if const is not None:
+            from .wrap import wrap_constant_result
+
+            try:
+                return wrap_constant_result(self.fn(*const[0], **const[1]), f"{name}()")
+            except Exception as e:
+                raise GraphBreak(f"`{name}()` raised {type(e).__name__}: {e}") from e
+        raise GraphBreak(f"`{name}()` on {', '.join(a.describe() for a in args)} is not supported")
+
+
+def _len(tx, args, kwargs):
+    (x,) = args
+    if isinstance(x, (SequenceValue, DictValue)):
+        return ConstantValue(len(x.items))
+    from .tensor import TensorValue
+
+    if isinstance(x, TensorValue):
+        if x.fake.dim() == 0:
+            raise GraphBreak("len() of a 0-d tensor")
+        return ConstantValue(x.fake.shape[0])
+    from .module import ModuleValue
+
+    if isinstance(x, ModuleValue):
+        return ConstantValue(len(x.module))
+    return None
+
+
+def _isinstance(tx, args, kwargs):
+    obj, classes = args
+    cls = classes.as_constant()
+    return ConstantValue(issubclass(obj.python_type(), cls))
+
+
+def _type(tx, args, kwargs):
+    if len(args) == 1:
+        from .wrap import wrap
+
+        return wrap(tx, args[0].python_type(), None)
+    return None
+
+
+def _sequence_ctor(container):
+    def handler(tx, args, kwargs):
+        if kwargs:
+            return None
+        items = args[0].iterate(tx) if args else []
+        return TupleValue(items) if container is tuple else ListValue(items)
+
+    return handler
+
+
+def _enumerate(tx, args, kwargs):
+    start = kwargs.get("start", args[1] if len(args) > 1 else ConstantValue(0)).as_constant()
+    return TupleValue([TupleValue([ConstantValue(start + i), v]) for i, v in enumerate(args[0].iterate(tx))])
+
+
+def _zip(tx, args, kwargs):
+    if kwargs:
+        return None
+    columns = [a.iterate(tx) for a in args]
+    return TupleValue([TupleValue(list(row)) for row in zip(*columns)])
+
+
+def _reversed(tx, args, kwargs):
+    return TupleValue(list(reversed(args[0].iterate(tx))))
+
+
+def _dict(tx, args, kwargs):
+    items = {}
+    if args:
+        if isinstance(args[0], DictValue):
+            items.update(args[0].items)
+        else:
+            for pair in args[0].iterate(tx):
+                k, v = pair.iterate(tx)
+                items[k.as_constant()] = v
+    items.update(kwargs)
+    return DictValue(items)
+
+
+def _minmax(fn):
+    def handler(tx, args, kwargs):
+        if kwargs:
+            return None
+        values = args[0].iterate(tx) if len(args) == 1 else args
+        if all(v.is_constant() for v in values):
+            return ConstantValue(fn(v.as_constant() for v in values))
+        return None
+
+    return handler
+
+
+def _sum(tx, args, kwargs):
+    if kwargs:
+        return None
+    items = args[0].iterate(tx)
+    total = args[1] if len(args) > 1 else ConstantValue(0)
+    if all(i.is_constant() for i in items) and total.is_constant():
+        return ConstantValue(sum((i.as_constant() for i in items), total.as_constant()))
+    from ..interpreter.operators import binary_op
+
+    for item in items:
+        total = binary_op(tx, "+", total, item)
+    return total
+
+
+def _anyall(fn):
+    def handler(tx, args, kwargs):
+        return ConstantValue(fn(v.truth(tx) for v in args[0].iterate(tx)))
+
+    return handler
+
+
+def _getattr(tx, args, kwargs):
+    obj, name = args[0], args[1].as_constant()
+    try:
+        return obj.getattr(tx, name)
+    except GraphBreak:
+        if len(args) > 2:
+            from ..interpreter.attributes import has_attribute
+
+            if has_attribute(tx, obj, name) is False:
+                return args[2]
+        raise
+
+
+def _hasattr(tx, args, kwargs):
+    from ..interpreter.attributes import has_attribute
+
+    answer = has_attribute(tx, args[0], args[1].as_constant())
+    return None if answer is None else ConstantValue(answer)
+
+
+def _bool(tx, args, kwargs):
+    return ConstantValue(args[0].truth(tx)) if args else ConstantValue(False)
+
+
+def _callable(tx, args, kwargs):
+    from .functions import BoundMethodValue, OpaqueCallableValue, UserFunctionValue
+    from .module import ModuleValue
+    from .torch_ns import TorchValue
+
+    x = args[0]
+    if isinstance(x, (UserFunctionValue, BoundMethodValue, OpaqueCallableValue, BuiltinValue, ModuleValue)):
+        return ConstantValue(True)
+    if isinstance(x, TorchValue):
+        return ConstantValue(callable(x.obj))
+    if x.is_constant():
+        return ConstantValue(callable(x.as_constant()))
+    return None
+
+
+def _scalar_ctor(kind):
+    def handler(tx, args, kwargs):
+        from .tensor import TensorValue
+
+        if args and isinstance(args[0], TensorValue):
+            raise GraphBreak(f"`{kind.__name__}()` of a tensor reads its value into Python")
+        return None
+
+    return handler
+
+
+_HANDLERS = {
+    "len": _len,
+    "isinstance": _isinstance,
+    "type": _type,
+    "tuple": _sequence_ctor(tuple),
+    "list": _sequence_ctor(list),
+    "enumerate": _enumerate,
+    "zip": _zip,
+    "reversed": _reversed,
+    "dict": _dict,
+    "min": _minmax(min),
+    "max": _minmax(max),
+    "sum": _sum,
+    "any": _anyall(any),
+    "all": _anyall(all),
+    "getattr": _getattr,
+    "hasattr": _hasattr,
+    "bool": _bool,
+    "callable": _callable,
+    "int": _scalar_ctor(int),
+    "float": _scalar_ctor(float),
+}
+
+BUILTIN_FUNCTIONS = {id(v) for v in vars(builtins).values() if callable(v)}

@@ -1,0 +1,74 @@
+"""``ConstantValue``: a Python value known at capture time (int, str, None, dtype, range, type...).
+
+Operations on constants are evaluated while tracing (and guarded where the
+constant came from a source); they never add graph nodes.
+"""
+from __future__ import annotations
+
+from ..errors import GraphBreak
+from .base import Value
+
+#: Types whose instances are immutable and safe to evaluate on at capture time.
+CONSTANT_TYPES = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), type(NotImplemented),
+                  slice, range)
+
+
+def is_literal(obj) -> bool:
+    import torch
+
+    if isinstance(obj, CONSTANT_TYPES) or isinstance(obj, (torch.dtype, torch.device, torch.layout,
+                                                           torch.memory_format)):
+        return True
+    if type(obj) in (tuple, frozenset) or isinstance(obj, torch.Size):
+        return all(is_literal(x) for x in obj)
+    return False
+
+
+class ConstantValue(Value):
+    def __init__(self, value, source=None):
+        self.value = value
+        self.source = source
+
+    def kind(self) -> str:
+        return "constant"
+
+    def describe(self) -> str:
+        return f"constant {self.value!r}"
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def is_constant(self) -> bool:
+        return True
+
+    def as_constant(self):
+        return self.value
+
+    def real_object(self):
+        return self.value
+
+    def truth(self, tx) -> bool:
+        return bool(self.value)
+
+    def getattr(self, tx, name):
+        try:
+            attr = getattr(self.value, name)
+        except AttributeError as e:
+            raise GraphBreak(f"{self.describe()} has no attribute {name!r}") from e
+        if callable(attr) and not is_literal(attr):
+            from .functions import ConstantMethodValue
+
+            return ConstantMethodValue(self, name)
+        return ConstantValue(attr)
+
+    def iterate(self, tx):
+        try:
+            return [ConstantValue(v) for v in self.value]
+        except TypeError as e:
+            raise GraphBreak(f"{self.describe()} is not iterable") from e
+
+    def getitem(self, tx, index):
+        return ConstantValue(self.value[index.as_constant()])
+
+    def reconstruct(self, cg) -> None:
+        cg.load_const(self.value)

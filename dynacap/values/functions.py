@@ -1,0 +1,234 @@
+"""Callables: user functions (inlined), builtins, methods of constants and containers.
+
+``UserFunctionValue.call`` inlines the function's bytecode through the
+tracer (``tx.inline_call``).  Builtins run at capture time when their
+inputs are constants and are otherwise handled case by case in
+``values.builtins``.  Container methods (``list.append``...) act on the
+symbolic container.
+"""
+from __future__ import annotations
+
+import types
+
+from ..errors import GraphBreak
+from .base import Value, constant_args
+from .constant import ConstantValue, is_literal
+
+
+class UserFunctionValue(Value):
+    """A Python function whose bytecode can be inlined."""
+
+    def __init__(self, fn: types.FunctionType, source=None, closure_cells=None):
+        self.fn = fn
+        self.source = source
+        #: For functions made while tracing (``MAKE_FUNCTION``): the tracer's cell boxes.
+        self.closure_cells = closure_cells
+
+    def describe(self) -> str:
+        return f"function {self.fn.__qualname__}"
+
+    def python_type(self):
+        return types.FunctionType
+
+    def real_object(self):
+        if self.closure_cells is not None:
+            raise GraphBreak(f"{self.describe()} was created while capturing")
+        return self.fn
+
+    def getattr(self, tx, name):
+        if name in ("__name__", "__qualname__", "__module__", "__doc__"):
+            return ConstantValue(getattr(self.fn, name))
+        raise GraphBreak(f"attribute `.{name}` of {self.describe()}")
+
+    def call(self, tx, args, kwargs):
+        return tx.inline_call(self, args, kwargs)
+
+
+class BoundMethodValue(Value):
+    """``obj.method`` where ``method`` is a user function: calls it with ``obj`` first."""
+
+    def __init__(self, function: UserFunctionValue, self_value: Value, source=None):
+        self.function = function
+        self.self_value = self_value
+        self.source = source
+
+    def describe(self) -> str:
+        return f"method {self.function.fn.__qualname__}"
+
+    def call(self, tx, args, kwargs):
+        return self.function.call(tx, [self.self_value, *args], kwargs)
+
+
+class ConstantMethodValue(Value):
+    """A method of a constant (``"a,b".split``, ``(1, 2).index``): evaluated at capture time."""
+
+    def __init__(self, owner: Value, name: str):
+        self.owner = owner
+        self.name = name
+
+    def describe(self):
+        return f"method .{self.name} of {self.owner.describe()}"
+
+    def call(self, tx, args, kwargs):
+        const = constant_args(args, kwargs)
+        if const is None:
+            raise GraphBreak(f"{self.describe()} called with non-constant arguments")
+        result = getattr(self.owner.as_constant(), self.name)(*const[0], **const[1])
+        from .wrap import wrap_constant_result
+
+        return wrap_constant_result(result, self.describe())
+
+
+class ContainerMethodValue(Value):
+    """Methods of symbolic tuples, lists and dicts."""
+
+    def __init__(self, container: Value, name: str):
+        self.container = container
+        self.name = name
+
+    def describe(self):
+        return f"method .{self.name} of {self.container.describe()}"
+
+    def call(self, tx, args, kwargs):
+        from .containers import DictValue, ListValue, TupleValue
+
+        c, name = self.container, self.name
+        if kwargs and name not in ("update",):
+            raise GraphBreak(f"{self.describe()} with keyword arguments")
+        if isinstance(c, ListValue):
+            if name == "append":
+                c.mutate(tx, "list.append")
+                c.items.append(args[0])
+                return ConstantValue(None)
+            if name == "extend":
+                c.mutate(tx, "list.extend")
+                c.items.extend(args[0].iterate(tx))
+                return ConstantValue(None)
+            if name == "insert":
+                c.mutate(tx, "list.insert")
+                c.items.insert(args[0].as_constant(), args[1])
+                return ConstantValue(None)
+            if name == "pop":
+                c.mutate(tx, "list.pop")
+                return c.items.pop(*(a.as_constant() for a in args))
+            if name == "reverse":
+                c.mutate(tx, "list.reverse")
+                c.items.reverse()
+                return ConstantValue(None)
+            if name == "clear":
+                c.mutate(tx, "list.clear")
+                c.items.clear()
+                return ConstantValue(None)
+            if name == "copy":
+                return ListValue(list(c.items))
+        if isinstance(c, (ListValue, TupleValue)) and name in ("index", "count"):
+            if not c.is_constant() or not args[0].is_constant():
+                raise GraphBreak(f"{self.describe()} on non-constant items")
+            return ConstantValue(getattr(c.as_constant(), name)(*(a.as_constant() for a in args)))
+        if isinstance(c, DictValue):
+            if name == "keys":
+                return TupleValue([ConstantValue(k) for k in c.items])
+            if name == "values":
+                return TupleValue(list(c.items.values()))
+            if name == "items":
+                return TupleValue([TupleValue([ConstantValue(k), v]) for k, v in c.items.items()])
+            if name == "get":
+                key = args[0].as_constant()
+                default = args[1] if len(args) > 1 else ConstantValue(None)
+                return c.items.get(key, default)
+            if name == "copy":
+                return DictValue(dict(c.items))
+            if name == "update":
+                if c.source is not None:
+                    raise GraphBreak(f"dict.update on a dict from outside the captured function")
+                c.mutated = True
+                for a in args:
+                    if not isinstance(a, DictValue):
+                        raise GraphBreak("dict.update with a non-dict argument")
+                    c.items.update(a.items)
+                for k, v in kwargs.items():
+                    c.items[k] = v
+                return ConstantValue(None)
+            if name in ("pop", "setdefault"):
+                if c.source is not None:
+                    raise GraphBreak(f"dict.{name} on a dict from outside the captured function")
+                c.mutated = True
+                key = args[0].as_constant()
+                if name == "pop":
+                    if key in c.items:
+                        return c.items.pop(key)
+                    if len(args) > 1:
+                        return args[1]
+                    raise GraphBreak(f"dict.pop of missing key {key!r} (KeyError at run time)")
+                return c.items.setdefault(key, args[1] if len(args) > 1 else ConstantValue(None))
+        raise GraphBreak(f"{self.describe()} is not supported")
+
+
+class PythonModuleValue(Value):
+    """A non-torch Python module (``math``, ``operator``, a user module)."""
+
+    def __init__(self, module: types.ModuleType, source=None):
+        self.module = module
+        self.source = source
+
+    def describe(self):
+        return f"module {self.module.__name__}"
+
+    def real_object(self):
+        return self.module
+
+    def getattr(self, tx, name):
+        from ..source import AttrSource
+        from .wrap import wrap
+
+        if not hasattr(self.module, name):
+            raise GraphBreak(f"module {self.module.__name__} has no attribute {name!r}")
+        source = AttrSource(self.source, name) if self.source is not None else None
+        return wrap(tx, getattr(self.module, name), source)
+
+
+class OpaqueCallableValue(Value):
+    """A callable known by identity (a C builtin, ``math.sqrt``...) that runs on constants only."""
+
+    def __init__(self, fn, source=None):
+        self.fn = fn
+        self.source = source
+
+    def describe(self):
+        name = getattr(self.fn, "__qualname__", None) or getattr(self.fn, "__name__", repr(self.fn))
+        module = getattr(self.fn, "__module__", None)
+        return f"`{module + '.' if module and module != 'builtins' else ''}{name}`"
+
+    def real_object(self):
+        return self.fn
+
+    def call(self, tx, args, kwargs):
+        if _is_pure(self.fn):
+            const = constant_args(args, kwargs)
+            if const is not None:
+                from .wrap import wrap_constant_result
+
+                return wrap_constant_result(self.fn(*const[0], **const[1]), self.describe())
+        raise GraphBreak(
+            f"call to {self.describe()}, a function dynacap cannot look inside; "
+            "it runs eagerly (wrap it with dynacap.disable, or use a torch operation instead)"
+        )
+
+
+def _is_pure(fn) -> bool:
+    import math
+    import operator
+
+    module = getattr(fn, "__module__", None) or getattr(getattr(fn, "__self__", None), "__name__", None)
+    return module in ("math", "_operator", "operator", "cmath") or fn in (math.sqrt, operator.index)
+
+
+__all__ = [
+    "UserFunctionValue",
+    "BoundMethodValue",
+    "ConstantMethodValue",
+    "ContainerMethodValue",
+    "PythonModuleValue",
+    "OpaqueCallableValue",
+    "is_literal",
+]

@@ -1,0 +1,131 @@
+"""``ModuleValue``: an ``nn.Module`` instance reached from the frame.
+
+Children, parameters and buffers are read from the module's own dicts (so
+guards never go through ``__getattr__``) and guarded by identity.
+Built-in ``torch.nn`` layers become ``call_module`` nodes; user modules
+and containers are inlined by calling their ``forward`` through the
+tracer.  Modules with hooks are graph breaks (the hooks would be skipped).
+"""
+from __future__ import annotations
+
+import inspect
+
+import torch
+
+from ..errors import GraphBreak
+from ..source import AttrSource, DictEntrySource
+from .base import Value
+from .constant import ConstantValue
+
+_CONTAINERS = (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict, torch.nn.ParameterList,
+               torch.nn.ParameterDict)
+
+
+def is_builtin_layer(module: torch.nn.Module) -> bool:
+    """A ``torch.nn`` layer (Linear, Conv2d, ReLU...): captured whole as one ``call_module`` node."""
+    cls = type(module)
+    return cls.__module__.startswith("torch.nn.") and not isinstance(module, _CONTAINERS)
+
+
+class ModuleValue(Value):
+    def __init__(self, module: torch.nn.Module, source=None):
+        self.module = module
+        self.source = source
+
+    def describe(self):
+        where = f" {self.source.expr()}" if self.source is not None else ""
+        return f"module {type(self.module).__name__}{where}"
+
+    def python_type(self):
+        return type(self.module)
+
+    def real_object(self):
+        return self.module
+
+    def _child_source(self, dict_attr, name):
+        return DictEntrySource(self.source, dict_attr, name) if self.source is not None else None
+
+    def getattr(self, tx, name):
+        from .wrap import wrap
+
+        override = tx.attribute_override(self.module, name)
+        if override is not None:
+            return override
+        m = self.module
+        d = m.__dict__
+        if name in d.get("_parameters", {}):
+            param = d["_parameters"][name]
+            source = self._child_source("_parameters", name)
+            if param is None:
+                return ConstantValue(None, source)
+            return tx.module_tensor(param, f"{type(m).__name__}.{name}", source)
+        if name in d.get("_buffers", {}):
+            buf = d["_buffers"][name]
+            source = self._child_source("_buffers", name)
+            if buf is None:
+                return ConstantValue(None, source)
+            return tx.module_tensor(buf, f"{type(m).__name__}.{name}", source)
+        if name in d.get("_modules", {}):
+            child = d["_modules"][name]
+            return wrap(tx, child, self._child_source("_modules", name))
+        if name in d:
+            return wrap(tx, d[name], AttrSource(self.source, name) if self.source is not None else None)
+        static = inspect.getattr_static(m, name, None)
+        if isinstance(static, property):
+            from .functions import UserFunctionValue
+
+            return UserFunctionValue(static.fget).call(tx, [self], {})
+        if inspect.isfunction(static):
+            from .functions import BoundMethodValue, UserFunctionValue
+
+            return BoundMethodValue(UserFunctionValue(static), self)
+        if isinstance(static, (staticmethod, classmethod)):
+            raise GraphBreak(f"{type(static).__name__} `{name}` of {self.describe()}")
+        if static is None and not hasattr(type(m), name):
+            raise GraphBreak(f"{self.describe()} has no attribute {name!r} (AttributeError at run time)")
+        return wrap(tx, getattr(m, name), AttrSource(self.source, name) if self.source is not None else None)
+
+    def call(self, tx, args, kwargs):
+        m = self.module
+        if m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or _global_hooks():
+            raise GraphBreak(f"{self.describe()} has forward/backward hooks; it is called eagerly")
+        if is_builtin_layer(m):
+            tx.guard_module_state(self)
+            return tx.graph.call("call_module", m, args, kwargs, f"{type(m).__name__}")
+        forward = type(m).forward
+        if not inspect.isfunction(forward):
+            raise GraphBreak(f"{self.describe()} has no Python forward")
+        from .functions import UserFunctionValue
+
+        return UserFunctionValue(forward).call(tx, [self, *args], kwargs)
+
+    def iterate(self, tx):
+        if isinstance(self.module, (torch.nn.Sequential, torch.nn.ModuleList)):
+            return [self.getattr(tx, name) for name in self.module._modules]
+        if isinstance(self.module, torch.nn.ModuleDict):
+            return [ConstantValue(k) for k in self.module._modules]
+        raise GraphBreak(f"iterating over {self.describe()}")
+
+    def getitem(self, tx, index):
+        key = index.as_constant()
+        m = self.module
+        if isinstance(m, torch.nn.ModuleDict):
+            return self.getattr(tx, key)
+        if isinstance(m, (torch.nn.Sequential, torch.nn.ModuleList)):
+            names = list(m._modules)
+            if isinstance(key, slice):
+                raise GraphBreak(f"slicing {self.describe()}")
+            return self.getattr(tx, names[key])
+        raise GraphBreak(f"indexing {self.describe()}")
+
+    def setattr(self, tx, name, value):
+        if name in self.module.__dict__.get("_parameters", {}) or name in self.module.__dict__.get("_modules", {}):
+            raise GraphBreak(f"assigning a parameter or submodule `{name}` on {self.describe()}")
+        tx.record_setattr(self, name, value)
+
+
+def _global_hooks() -> bool:
+    from torch.nn.modules import module as module_impl
+
+    return bool(module_impl._global_forward_hooks or module_impl._global_forward_pre_hooks
+                or module_impl._global_backward_hooks)

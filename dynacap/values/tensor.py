@@ -1,0 +1,124 @@
+"""``TensorValue``: a tensor in the graph, an FX node plus its fake tensor.
+
+Metadata (shape, dtype, device, ``dim()``...) is answered from the fake
+tensor at capture time: shapes are static and guarded.  Operations become
+graph nodes through ``tx.graph.call``.  Anything that needs the tensor's
+*data* in Python (``if x.sum() > 0``, ``.item()``, ``.tolist()``) is a
+graph break with a reason that says so.
+"""
+from __future__ import annotations
+
+import builtins
+import operator
+
+import torch
+
+from ..errors import GraphBreak
+from .base import Value
+from .constant import ConstantValue
+from .containers import SizeValue
+
+#: Attributes answered from the fake tensor as constants.
+_META_ATTRS = {"dtype", "device", "layout", "requires_grad", "is_cuda", "is_sparse", "is_quantized",
+               "is_meta", "is_leaf", "ndim", "is_mkldnn", "is_complex_attr"}
+#: Methods answered from the fake tensor as constants (static shapes).
+_META_METHODS = {"dim", "ndimension", "numel", "nelement", "element_size", "is_contiguous", "is_floating_point",
+                 "is_complex", "stride", "get_device", "is_signed", "storage_offset", "size"}
+#: Attributes that are new tensors (views): captured as ``getattr`` nodes.
+_TENSOR_ATTRS = {"T", "mT", "H", "mH", "real", "imag"}
+#: Calls that need real data in Python.
+_DATA_DEPENDENT = {
+    "item": "`.item()` reads a tensor's value into Python",
+    "tolist": "`.tolist()` reads a tensor's values into Python",
+    "numpy": "`.numpy()` leaves torch for NumPy",
+    "data_ptr": "`.data_ptr()` reads a real memory address",
+    "__bool__": "`bool()` of a tensor depends on its value",
+    "backward": "`.backward()` runs autograd eagerly",
+    "register_hook": "`.register_hook()` registers a Python hook",
+}
+
+
+class TensorValue(Value):
+    def __init__(self, node, fake: torch.Tensor, source=None, real_type: type = torch.Tensor):
+        self.node = node
+        self.fake = fake
+        self.source = source
+        #: The runtime class (``nn.Parameter`` for parameters; fake tensors hide it).
+        self.real_type = real_type
+
+    def kind(self) -> str:
+        return "tensor"
+
+    def describe(self) -> str:
+        where = f" {self.source.expr()}" if self.source is not None else ""
+        return f"tensor{where} {str(self.fake.dtype).removeprefix('torch.')}{list(self.fake.shape)}"
+
+    def python_type(self):
+        return self.real_type
+
+    def truth(self, tx) -> bool:
+        raise GraphBreak(
+            "`if` (or `and`/`or`/`not`/`bool()`) on a tensor value: the branch depends on data; "
+            "use torch.where or torch.cond to keep it in the graph"
+        )
+
+    def getattr(self, tx, name: str) -> Value:
+        if name == "shape":
+            return SizeValue([ConstantValue(d) for d in self.fake.shape])
+        if name in _META_ATTRS:
+            return ConstantValue(getattr(self.fake, name))
+        if name in _TENSOR_ATTRS:
+            return tx.graph.call("call_function", builtins.getattr, [self, ConstantValue(name)], {}, f"tensor.{name}")
+        if name in ("grad", "data", "grad_fn", "_version"):
+            raise GraphBreak(f"`tensor.{name}` is not captured (it reads autograd/storage state)")
+        attr = getattr(torch.Tensor, name, None)
+        if attr is None:
+            raise GraphBreak(f"tensors have no attribute {name!r}")
+        if callable(attr):
+            return TensorMethodValue(self, name)
+        raise GraphBreak(f"tensor attribute `.{name}` is not supported")
+
+    def iterate(self, tx):
+        if self.fake.dim() == 0:
+            raise GraphBreak("iterating over a 0-d tensor")
+        return [self.getitem(tx, ConstantValue(i)) for i in range(self.fake.shape[0])]
+
+    def getitem(self, tx, index: Value) -> Value:
+        return tx.graph.call("call_function", operator.getitem, [self, index], {}, "tensor[...]")
+
+    def setitem(self, tx, index: Value, value: Value) -> None:
+        tx.graph.call("call_function", operator.setitem, [self, index, value], {}, "tensor[...] = ...")
+
+    def reconstruct(self, cg) -> None:
+        cg.load_tensor(self)
+
+
+class TensorMethodValue(Value):
+    """``tensor.method`` before the call."""
+
+    def __init__(self, tensor: TensorValue, name: str):
+        self.tensor = tensor
+        self.name = name
+
+    def describe(self) -> str:
+        return f"method tensor.{self.name}"
+
+    def call(self, tx, args, kwargs):
+        name = self.name
+        if name in _DATA_DEPENDENT:
+            raise GraphBreak(f"{_DATA_DEPENDENT[name]}; this cannot be captured in a graph")
+        if name in _META_METHODS:
+            from .base import constant_args
+
+            const = constant_args(args, kwargs)
+            if const is None:
+                raise GraphBreak(f"`tensor.{name}()` with non-constant arguments")
+            result = getattr(self.tensor.fake, name)(*const[0], **const[1])
+            if isinstance(result, torch.Size):
+                return SizeValue([ConstantValue(d) for d in result])
+            if isinstance(result, tuple):
+                return ConstantValue(result)
+            return ConstantValue(result)
+        if name == "type" and not args and not kwargs:
+            return ConstantValue(self.tensor.fake.type())
+        return tx.graph.call("call_method", name, [self.tensor, *args], kwargs, f"tensor.{name}()")

@@ -1,0 +1,102 @@
+"""``TorchValue``: the ``torch`` module tree, its functions, classes and ops.
+
+Calling a torch function adds a ``call_function`` node (through
+``tx.graph.call``), whose fake result decides the value kind; a result that
+is a plain Python value (``torch.is_tensor(x)``) becomes a constant.  Grad
+mode queries are answered at capture time and covered by the global-state
+guard.
+"""
+from __future__ import annotations
+
+import types
+
+import torch
+
+from ..errors import GraphBreak
+from ..source import AttrSource
+from .base import Value, constant_args
+from .constant import ConstantValue
+from .containers import SizeValue
+
+#: Torch callables answered at capture time (the answer is guarded by GLOBAL_STATE or static).
+_CAPTURE_TIME = {
+    torch.is_grad_enabled,
+    torch.get_default_dtype,
+    torch.is_inference_mode_enabled,
+}
+#: Torch callables with effects outside the graph.
+_EFFECTFUL = {torch.manual_seed, torch.set_grad_enabled, torch.set_default_dtype, torch.save, torch.load}
+
+
+def is_torch_object(obj) -> bool:
+    """Whether ``obj`` belongs to torch's own namespace (and is not an ``nn.Module`` or a tensor)."""
+    if isinstance(obj, types.ModuleType):
+        return obj.__name__ == "torch" or obj.__name__.startswith("torch.")
+    if isinstance(obj, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        return True
+    module = getattr(obj, "__module__", None) or ""
+    if not (module == "torch" or module.startswith("torch.")):
+        return False
+    return callable(obj) and not isinstance(obj, torch.nn.Module)
+
+
+class TorchValue(Value):
+    def __init__(self, obj, source=None):
+        self.obj = obj
+        self.source = source
+
+    def describe(self):
+        name = getattr(self.obj, "__name__", None) or repr(self.obj)
+        module = getattr(self.obj, "__module__", None)
+        if isinstance(self.obj, types.ModuleType):
+            return f"module {name}"
+        return f"`{module}.{name}`" if module else f"`{name}`"
+
+    def real_object(self):
+        return self.obj
+
+    def python_type(self):
+        return type(self.obj)
+
+    def is_constant(self) -> bool:
+        return isinstance(self.obj, type)
+
+    def as_constant(self):
+        if isinstance(self.obj, type):
+            return self.obj
+        return super().as_constant()
+
+    def getattr(self, tx, name):
+        from .wrap import wrap
+
+        try:
+            attr = getattr(self.obj, name)
+        except AttributeError as e:
+            raise GraphBreak(f"{self.describe()} has no attribute {name!r}") from e
+        return wrap(tx, attr, AttrSource(self.source, name) if self.source is not None else None)
+
+    def call(self, tx, args, kwargs):
+        fn = self.obj
+        if isinstance(fn, types.ModuleType):
+            raise GraphBreak(f"{self.describe()} is not callable")
+        if fn in _CAPTURE_TIME:
+            tx.guards.global_state()
+            return ConstantValue(fn())
+        if fn in _EFFECTFUL:
+            raise GraphBreak(f"{self.describe()} changes global state; it runs eagerly")
+        if fn is torch.Size:
+            items = args[0].iterate(tx) if args else []
+            if not all(i.is_constant() for i in items):
+                raise GraphBreak("torch.Size of non-constant values")
+            return SizeValue(items)
+        if isinstance(fn, type):
+            if issubclass(fn, torch.nn.Module):
+                raise GraphBreak(f"creating a module ({fn.__name__}) inside the captured code")
+            if fn in (torch.device, torch.dtype) or issubclass(fn, torch.finfo) or issubclass(fn, torch.iinfo):
+                const = constant_args(args, kwargs)
+                if const is not None:
+                    return ConstantValue(fn(*const[0], **const[1]))
+            if not issubclass(fn, torch.Tensor):
+                raise GraphBreak(f"constructing {self.describe()} is not supported")
+        name = getattr(fn, "__name__", repr(fn))
+        return tx.graph.call("call_function", fn, args, kwargs, f"torch.{name}")

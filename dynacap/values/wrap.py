@@ -1,0 +1,112 @@
+"""``wrap``: choose the value kind for a runtime object, and guard it through its source.
+
+This is the one place that maps Python objects to ``Value`` kinds.  Each
+object read from the frame (argument, global, attribute, closure cell)
+passes through ``wrap`` exactly once per trace, which installs the guards
+that make reusing the capture sound: tensor metadata, constant values,
+container lengths, and the identity of modules, functions and other
+objects.  Objects created during tracing are wrapped without a source and
+need no guard.
+"""
+from __future__ import annotations
+
+import types
+
+import torch
+
+from ..errors import GraphBreak
+from ..source import ItemSource, Source
+from .base import Value
+from .builtins import BuiltinValue
+from .constant import ConstantValue, is_literal
+from .containers import DictValue, ListValue, SizeValue, TupleValue
+from .functions import OpaqueCallableValue, PythonModuleValue, UserFunctionValue
+from .module import ModuleValue
+from .objects import ObjectValue
+from .torch_ns import TorchValue, is_torch_object
+
+
+def wrap(tx, obj, source: Source | None) -> Value:
+    g = tx.guards
+    if isinstance(obj, torch.Tensor):
+        if source is None:
+            raise GraphBreak("a tensor created outside the graph (no way to reach it from the frame)")
+        g.tensor_match(source, obj)
+        return tx.graph.input_tensor(source, obj)
+    if isinstance(obj, torch.Size):
+        if source is not None:
+            g.equals_match(source, obj)
+        return SizeValue([ConstantValue(d) for d in obj], source)
+    if is_literal(obj) and type(obj) is not tuple:
+        if source is not None:
+            if isinstance(obj, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
+                g.equals_match(source, obj)
+            else:
+                g.equals_match(source, obj)
+        return ConstantValue(obj, source)
+    if type(obj) in (tuple, list):
+        if source is not None:
+            g.length(source, obj)
+        items = [wrap(tx, x, ItemSource(source, i) if source is not None else None) for i, x in enumerate(obj)]
+        return (TupleValue if type(obj) is tuple else ListValue)(items, source)
+    if type(obj) is dict:
+        if not all(is_literal(k) for k in obj):
+            raise GraphBreak("a dict with non-constant keys")
+        if source is not None:
+            g.type_match(source, obj)
+            g.add("EQUALS_MATCH", source, "list({s}) == {keys}", f"keys of {source.expr()} == {list(obj)}",
+                  keys=list(obj))
+        return DictValue({k: wrap(tx, v, ItemSource(source, k) if source is not None else None)
+                          for k, v in obj.items()}, source)
+    if source is not None:
+        g.id_match(source, obj)
+    if isinstance(obj, torch.nn.Module):
+        return ModuleValue(obj, source)
+    if isinstance(obj, types.FunctionType):
+        return UserFunctionValue(obj, source)
+    if isinstance(obj, types.MethodType) and isinstance(obj.__func__, types.FunctionType):
+        from .functions import BoundMethodValue
+
+        self_value = wrap(tx, obj.__self__, None) if not isinstance(obj.__self__, torch.nn.Module) \
+            else ModuleValue(obj.__self__, None)
+        return BoundMethodValue(UserFunctionValue(obj.__func__), self_value, source)
+    if is_torch_object(obj):
+        return TorchValue(obj, source)
+    if isinstance(obj, types.BuiltinFunctionType) and getattr(obj, "__module__", None) == "builtins":
+        return BuiltinValue(obj, source)
+    if isinstance(obj, type) and obj.__module__ == "builtins" and obj.__name__ in (
+            "int", "float", "bool", "str", "tuple", "list", "dict", "range", "slice", "type", "enumerate",
+            "zip", "reversed", "set", "frozenset", "object", "super"):
+        return BuiltinValue(obj, source)
+    if isinstance(obj, type):
+        return ConstantValue(obj, source)
+    if isinstance(obj, types.ModuleType):
+        return PythonModuleValue(obj, source)
+    if callable(obj) and isinstance(obj, (types.BuiltinFunctionType, types.BuiltinMethodType,
+                                          types.MethodWrapperType, types.WrapperDescriptorType)):
+        return OpaqueCallableValue(obj, source)
+    if callable(obj) and not hasattr(obj, "__dict__"):
+        return OpaqueCallableValue(obj, source)
+    return ObjectValue(obj, source)
+
+
+def wrap_constant_result(result, what: str) -> Value:
+    """A capture-time result of a builtin or method on constants."""
+    if isinstance(result, torch.Size):
+        return SizeValue([ConstantValue(d) for d in result])
+    if is_literal(result) or type(result) in (tuple, list, dict) and _all_literal(result):
+        if type(result) is list:
+            return ListValue([ConstantValue(x) for x in result])
+        if type(result) is dict:
+            return DictValue({k: ConstantValue(v) for k, v in result.items()})
+        return ConstantValue(result)
+    if type(result) in (tuple, list):
+        items = [wrap_constant_result(r, what) for r in result]
+        return TupleValue(items) if type(result) is tuple else ListValue(items)
+    raise GraphBreak(f"{what} returned a {type(result).__name__}, which is not a constant")
+
+
+def _all_literal(x) -> bool:
+    if type(x) is dict:
+        return all(is_literal(k) and is_literal(v) for k, v in x.items())
+    return all(is_literal(i) for i in x)
