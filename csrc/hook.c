@@ -196,14 +196,15 @@ code_cache_ensure(PyCodeObject *code)
     (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE)
 
 /* Only not-yet-started function bodies can be replaced. Module/class bodies
- * and exec carry an f_locals dict a shadow frame would drop; generator frames
- * live inside their generator; a started frame has state we cannot move. */
+ * and exec carry an f_locals dict a shadow frame would drop (exec can even
+ * run a function's code that way); generator frames live inside their
+ * generator; a started frame has state we cannot move. */
 static int
 is_fresh_function_frame(_PyInterpreterFrame *frame)
 {
     int flags = frame->f_code->co_flags;
     return frame->owner != FRAME_OWNED_BY_GENERATOR &&
-           (flags & CO_OPTIMIZED) &&
+           (flags & CO_OPTIMIZED) && frame->f_locals == NULL &&
            !(flags & GENERATOR_LIKE) &&
            _PyInterpreterFrame_LASTI(frame) < 0;
 }

@@ -169,6 +169,10 @@ def helper(x):
     return x * 7
 
 
+def noargs():
+    box.append("noargs")  # noqa: F821 -- only run by exec with a `box` global
+
+
 def side_effect(box):
     box.append("orig")
     return "orig"
@@ -635,6 +639,7 @@ def test_generators_class_bodies_exec_not_intercepted(clean_hook):
         assert g.throw(ValueError) == "caught"
         g.close()
         exec("def fn(q):\n    return q + 1\nresult = fn(1)", ns)
+        exec(noargs.__code__, {"box": box})  # a function body run by exec
     seen = {c[0] for c in rec.calls}
     assert gen.__code__ not in seen
     assert acoro.__code__ not in seen and coro.__code__ not in seen
@@ -642,7 +647,8 @@ def test_generators_class_bodies_exec_not_intercepted(clean_hook):
     assert not any(c.co_name in ("Body", "<module>") for c in seen)
     assert helper.__code__ in seen  # a plain call from the class body still is
     assert ns["fn"].__code__ in seen  # and so is a function defined by exec
-    assert box == ["finally"] and ns["result"] == 2
+    assert noargs.__code__ not in seen
+    assert box == ["finally", "noargs"] and ns["result"] == 2
 
 
 def test_generator_function_calls_inside_generators_are_intercepted(clean_hook):
