@@ -17,7 +17,7 @@ def call_value(tx, fn: Value, args: list[Value], kwargs: dict[str, Value]) -> Va
 
 @handles("KW_NAMES")
 def _kw_names(tx, ins):
-    tx.kw_names = ins.argval
+    tx.kw_names = tx.code.co_consts[ins.arg]
 
 
 @handles("CALL")
