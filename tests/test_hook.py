@@ -262,13 +262,18 @@ def test_cell_arguments(clean_hook):
         assert cell_arg_plain(2) == 20
 
 
-def test_code_replace_with_different_constants(clean_hook):
-    clear_later(clean_hook, add.__code__)
+def test_code_replace_and_original_code_as_replacement(clean_hook):
+    clear_later(clean_hook, add.__code__, cell_arg.__code__)
     new = add.__code__.replace(co_name="add_patched")
-    rec = Recorder({add.__code__: (None, new)})
+    # The original code itself is a valid replacement (what a capture that
+    # gives up returns): it runs in a shadow frame like any other.
+    rec = Recorder({add.__code__: (None, new),
+                    cell_arg.__code__: (None, cell_arg.__code__)})
     with hooked(rec):
         assert add(1, 1) == 2
-    assert C.cache_stats()["shadow_runs"] == 1
+        assert cell_arg(4) == 5
+        assert cell_arg(5) == 6
+    assert C.cache_stats()["shadow_runs"] == 3
 
 
 # --- guards, misses, None ----------------------------------------------------------
@@ -652,13 +657,26 @@ def test_generators_class_bodies_exec_not_intercepted(clean_hook):
 
 
 def test_generator_function_calls_inside_generators_are_intercepted(clean_hook):
-    clear_later(clean_hook, add.__code__)
+    clear_later(clean_hook, add.__code__, boom.__code__)
 
     def g():
         yield add(1)
+        marker = "in generator"  # noqa: F841
+        yield boom(2)
 
-    with hooked(Recorder({add.__code__: (None, add_new.__code__)})):
-        assert list(g()) == [103]
+    it = g()
+    with hooked(Recorder({add.__code__: (None, add_new.__code__),
+                          boom.__code__: (None, boom_new.__code__)})):
+        assert next(it) == 103
+        with pytest.raises(KeyError) as info:
+            next(it)
+    del it
+    gc.collect()
+    # The replaced frame's f_back is the (now finished) generator's frame.
+    frame = info.value.__traceback__.tb_next.tb_next.tb_frame
+    assert frame.f_code is boom_new.__code__
+    assert frame.f_back.f_code is g.__code__
+    assert frame.f_back.f_locals["marker"] == "in generator"
 
 
 # --- threads and installation ----------------------------------------------------------------
