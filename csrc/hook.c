@@ -339,7 +339,6 @@ check_replacement(PyCodeObject *orig, PyCodeObject *repl)
 {
     const int kinds = CO_VARARGS | CO_VARKEYWORDS;
     const char *why = NULL;
-    int eq = 1;
     if (!(repl->co_flags & CO_OPTIMIZED) || (repl->co_flags & GENERATOR_LIKE)) {
         why = "it must be a plain function body (not a generator or coroutine)";
     }
@@ -349,18 +348,21 @@ check_replacement(PyCodeObject *orig, PyCodeObject *repl)
              (repl->co_flags & kinds) != (orig->co_flags & kinds)) {
         why = "the argument counts or kinds differ";
     }
-    else if ((eq = same_names(orig, 0, repl, 0, argument_slots(orig))) == 0) {
-        why = "the argument names differ";
-    }
-    else if (eq > 0 &&
-             (repl->co_nfreevars != orig->co_nfreevars ||
-              (eq = same_names(orig, orig->co_nlocalsplus - orig->co_nfreevars,
-                               repl, repl->co_nlocalsplus - repl->co_nfreevars,
-                               orig->co_nfreevars)) == 0)) {
+    else if (repl->co_nfreevars != orig->co_nfreevars) {
         why = "the free variables differ";
     }
-    if (eq < 0) {
-        return -1;
+    else {
+        /* Free variables are the trailing slots of both codes. */
+        int args_same = same_names(orig, 0, repl, 0, argument_slots(orig));
+        int free_same = args_same != 1 ? 1 :
+            same_names(orig, orig->co_nlocalsplus - orig->co_nfreevars,
+                       repl, repl->co_nlocalsplus - repl->co_nfreevars,
+                       orig->co_nfreevars);
+        if (args_same < 0 || free_same < 0) {
+            return -1;
+        }
+        why = !args_same ? "the argument names differ" :
+              !free_same ? "the free variables differ" : NULL;
     }
     if (why != NULL) {
         PyErr_Format(PyExc_TypeError,

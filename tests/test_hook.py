@@ -426,6 +426,31 @@ def test_bad_arguments_and_results(clean_hook):
         assert C.cache_entries(add.__code__) == []
 
 
+def test_incompatible_replacements_are_refused(clean_hook):
+    def renamed(x, b=2):
+        return x
+
+    def closure(k2):
+        def inner(x):
+            return x + k2
+        return inner
+
+    def gen_add(a, b=2):
+        yield a + b
+
+    f = make_closure(1)
+    cases = [(add, renamed.__code__, "argument names differ"),
+             (add, varied_new.__code__, "argument counts or kinds differ"),
+             (f, closure(1).__code__, "free variables differ"),
+             (f, (lambda x: x).__code__, "free variables differ"),
+             (add, gen_add.__code__, "plain function body")]
+    for fn, bad, message in cases:
+        with hooked(lambda code, *r: (None, bad) if code is fn.__code__ else None):
+            with pytest.raises(TypeError, match=message):
+                fn(1)
+        assert C.cache_entries(fn.__code__) == []
+
+
 # --- recursion and nesting ------------------------------------------------------------
 
 def test_recursion_through_cached_entry(clean_hook):
