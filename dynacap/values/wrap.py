@@ -62,6 +62,10 @@ def wrap(tx, obj, source: Source | None) -> Value:
         g.id_match(source, obj)
     if isinstance(obj, torch.nn.Module):
         return ModuleValue(obj, source)
+    if isinstance(obj, types.FunctionType) and is_torch_object(obj):
+        # torch's own Python functions (torch.nn.functional.relu, torch.einsum...) are graph
+        # operations: their files are never inlined.
+        return TorchValue(obj, source)
     if isinstance(obj, types.FunctionType):
         return UserFunctionValue(obj, source)
     if isinstance(obj, types.MethodType) and isinstance(obj.__func__, types.FunctionType):
