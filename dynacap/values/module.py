@@ -93,6 +93,14 @@ class ModuleValue(Value):
             tx.guard_module_state(self)
             return tx.graph.call("call_module", m, args, kwargs, f"{type(m).__name__}")
         forward = type(m).forward
+        if isinstance(m, torch.nn.Sequential) and forward is torch.nn.Sequential.forward:
+            # torch's own Sequential.forward is not inlined (torch's files are skipped): run its loop here.
+            if len(args) != 1 or kwargs:
+                raise GraphBreak(f"{self.describe()} called with {len(args)} arguments (TypeError at run time)")
+            value = args[0]
+            for child in self.iterate(tx):
+                value = child.call(tx, [value], {})
+            return value
         if not inspect.isfunction(forward):
             raise GraphBreak(f"{self.describe()} has no Python forward")
         from .functions import UserFunctionValue
@@ -100,11 +108,20 @@ class ModuleValue(Value):
         return UserFunctionValue(forward).call(tx, [self, *args], kwargs)
 
     def iterate(self, tx):
+        if isinstance(self.module, (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict)):
+            self.guard_children(tx)
         if isinstance(self.module, (torch.nn.Sequential, torch.nn.ModuleList)):
             return [self.getattr(tx, name) for name in self.module._modules]
         if isinstance(self.module, torch.nn.ModuleDict):
             return [ConstantValue(k) for k in self.module._modules]
         raise GraphBreak(f"iterating over {self.describe()}")
+
+    def guard_children(self, tx) -> None:
+        """The names of the children (a loop over a container unrolls over exactly these)."""
+        if self.source is not None:
+            keys = list(self.module._modules)
+            tx.guards.add("EQUALS_MATCH", AttrSource(self.source, "_modules"), "list({s}) == {keys}",
+                          f"children of {self.source.expr()} == {keys}", keys=keys)
 
     def getitem(self, tx, index):
         key = index.as_constant()
@@ -112,6 +129,7 @@ class ModuleValue(Value):
         if isinstance(m, torch.nn.ModuleDict):
             return self.getattr(tx, key)
         if isinstance(m, (torch.nn.Sequential, torch.nn.ModuleList)):
+            self.guard_children(tx)
             names = list(m._modules)
             if isinstance(key, slice):
                 raise GraphBreak(f"slicing {self.describe()}")
