@@ -64,14 +64,34 @@ def _len(tx, args, kwargs):
     from .module import ModuleValue
 
     if isinstance(x, ModuleValue):
+        x.guard_children(tx)
         return ConstantValue(len(x.module))
     return None
 
 
+def _classinfo(value):
+    """The class or (nested) tuple of classes of ``isinstance``'s second argument."""
+    if isinstance(value, SequenceValue):
+        return tuple(_classinfo(v) for v in value.items)
+    if value.is_constant():
+        return value.as_constant()
+    return value.real_object()  # builtin types (list, dict...) and torch classes
+
+
 def _isinstance(tx, args, kwargs):
     obj, classes = args
-    cls = classes.as_constant()
+    cls = _classinfo(classes)
     return ConstantValue(issubclass(obj.python_type(), cls))
+
+
+def _abs(tx, args, kwargs):
+    from .tensor import TensorValue
+
+    if len(args) == 1 and not kwargs and isinstance(args[0], TensorValue):
+        import operator
+
+        return tx.graph.call("call_function", operator.abs, [args[0]], {}, "abs()")
+    return None
 
 
 def _type(tx, args, kwargs):
@@ -207,6 +227,7 @@ def _scalar_ctor(kind):
 _HANDLERS = {
     "len": _len,
     "isinstance": _isinstance,
+    "abs": _abs,
     "type": _type,
     "tuple": _sequence_ctor(tuple),
     "list": _sequence_ctor(list),
