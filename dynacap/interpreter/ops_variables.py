@@ -56,6 +56,10 @@ class CodeConstant(Value):
 def read_local(tx, name: str) -> Value:
     if name in tx.locals:
         return tx.locals[name]
+    if name.startswith(".") and name[1:].isdigit() and f"implicit{name[1:]}" in tx.locals:
+        # A comprehension's iterator argument `.0`: inspect.signature (which binds the arguments
+        # of inlined calls) names it `implicit0`.
+        return tx.locals[f"implicit{name[1:]}"]
     if tx.is_root and name in tx.frame_values:
         value = wrap(tx, tx.frame_values[name], LocalSource(name))
         tx.locals[name] = value
