@@ -153,6 +153,13 @@ def assert_same(expected, actual, path: str = "result", *, rtol=None, atol=None)
     if isinstance(expected, float) and math.isnan(expected):
         assert math.isnan(actual), f"{path}: {actual!r} != nan"
         return
+    if actual is expected:
+        return
+    if type(expected).__eq__ is object.__eq__ and hasattr(expected, "__dict__") \
+            and not isinstance(expected, (torch.nn.Module, type)) and not callable(expected):
+        # Plain user objects (one per run): compare their attributes.
+        assert_same(vars(expected), vars(actual), f"{path}.__dict__", rtol=rtol, atol=atol)
+        return
     assert actual == expected, f"{path}: {actual!r} != {expected!r}"
 
 
@@ -305,16 +312,23 @@ def compare_outcomes(eager: Outcome, captured: Outcome, label: str, *, rtol=None
 
 def run_differential(fn, *args, backend: CountingBackend | None = None, capture_stdout: bool = True,
                      check_cache: bool = True, rtol=None, atol=None, check_identity: bool = True,
-                     reset: bool = True, **kwargs) -> DiffResult:
+                     reset: bool = True, fresh_inputs=None, **kwargs) -> DiffResult:
     """Run ``fn(*args, **kwargs)`` eagerly and twice under dynacap; assert every observable matches.
 
     ``check_cache``: the second captured call must not compile anything new
-    (the same inputs must hit the cache).  Returns a ``DiffResult``.
+    (the same inputs must hit the cache).  ``fresh_inputs``: a callable
+    returning ``(args, kwargs)``, called once per run instead of copying
+    ``args``/``kwargs`` (for inputs such as user objects that the program
+    mutates).  Returns a ``DiffResult``.
     """
     if reset:
         dynacap.reset()
     backend = backend if backend is not None else CountingBackend()
     inputs = (args, kwargs)
+
+    def clone_inputs(inputs):  # noqa: F811 (one fresh copy per run)
+        return fresh_inputs() if fresh_inputs is not None else _clone(inputs)
+
     e_args, e_kwargs = clone_inputs(inputs)
     eager = run_once(fn, e_args, e_kwargs, capture_stdout)
 
@@ -355,3 +369,6 @@ def assert_fully_captured(fn, *args, min_ops: int = 1, **kwargs):
     assert out.graph_count == 1, f"expected exactly one graph:\n{out}"
     assert out.op_count >= min_ops, f"expected at least {min_ops} ops in the graph:\n{out}"
     return out
+
+
+_clone = clone_inputs
