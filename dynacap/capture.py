@@ -18,6 +18,9 @@ import warnings
 from dataclasses import dataclass, field
 
 from . import _C, config, hook, logs
+import torch
+
+from .codegen.breaks import BreakCodegen, plan_levels
 from .codegen.emitter import Emitter
 from .codegen.rewrite import build_rewritten_code, emit_side_effects
 from .errors import BackendError, BreakReason, GraphBreak, Unsupported
@@ -87,12 +90,13 @@ class CaptureContext:
     # -- one frame -----------------------------------------------------------------
     def capture_frame(self, code: types.CodeType, f_locals: dict, f_globals: dict, f_builtins: dict):
         start = time.perf_counter()
-        tctx = TraceContext(f_globals, f_builtins)
+        tctx = TraceContext(f_globals, f_builtins, initial_grad=torch.is_grad_enabled())
         tctx.guards.global_state()
         tracer = Tracer(code, tctx, f_globals)
         tracer.frame_values = dict(f_locals)
         try:
             return_value = tracer.run()
+            new_code = self.finish(code, tctx, return_value)
         except GraphBreak as e:
             reason = e.to_reason()
             logs.get("breaks").debug("graph break: %s", reason)
@@ -100,9 +104,9 @@ class CaptureContext:
                 self.record.break_reasons.append(reason)
             if self.fullgraph:
                 raise Unsupported(reason) from None
-            guard = compile_guards(tctx.guards, f_builtins)
-            return (guard, code)
-        new_code = self.finish(code, tctx, return_value)
+            new_code = self.resume_after_break(code, tctx, e) or code
+        finally:
+            torch._C._set_grad_enabled(tctx.initial_grad)
         guard = compile_guards(tctx.guards, f_builtins)
         self._log_entry(code, new_code, guard)
         if self.record is not None:
@@ -110,6 +114,31 @@ class CaptureContext:
             self.record.compile_times.append(time.perf_counter() - start)
             self.record.frames += 1
         return (guard, new_code)
+
+    def resume_after_break(self, code, tctx: TraceContext, e: GraphBreak):
+        """Rewritten code that keeps the graph before the break and resumes after it (None: run eagerly)."""
+        for level in plan_levels(e.frames):
+            chain = e.frames[: level + 1]
+            checkpoint = chain[-1].checkpoint
+            if tctx.mutations != checkpoint.mutations:
+                return None
+            tctx.graph.rollback(checkpoint.nodes)
+            del tctx.side_effects[checkpoint.side_effects:]
+            codegen = BreakCodegen(code, chain, tctx.initial_grad)
+            collector = Emitter(collecting=True)
+            try:
+                emit_side_effects(collector, tctx.side_effects)
+                codegen.emit_values(collector)
+            except GraphBreak as why:
+                logs.get("breaks").debug("cannot resume at depth %d: %s", level, why.reason)
+                continue
+            if checkpoint.grad_enabled != tctx.initial_grad:
+                tctx.graph.set_grad_enabled(tctx.initial_grad)
+            graph_call = None
+            if tctx.graph.op_count() or collector.needed_tensors:
+                graph_call = self.compile_graph(code, tctx, [t.node for t in collector.needed_tensors])
+            return codegen.build(tctx.side_effects, graph_call)
+        return None
 
     def finish(self, code, tctx: TraceContext, return_value):
         collector = Emitter(collecting=True)

@@ -44,6 +44,8 @@ class GraphBreak(Exception):
         super().__init__(reason)
         self.reason = reason
         self.user_stack: list[traceback.FrameSummary] = []
+        #: ``FrameAtBreak`` per frame of the inlined call chain, outermost first (filled by the tracer).
+        self.frames: list = []
 
     def to_reason(self) -> BreakReason:
         return BreakReason(self.reason, list(self.user_stack))

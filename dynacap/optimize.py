@@ -144,7 +144,9 @@ def reset() -> None:
     """Drop every cached compiled frame (and every skip mark)."""
     hook.reset_all()
     from . import capture
+    from .codegen import resume
 
+    resume.clear()
     capture._warned_cache_limit.clear()
 
 

@@ -41,6 +41,8 @@ class GraphBuilder:
         self._attr_names: dict[int, str] = {}
         self.attrs: dict[str, object] = {}
         self._fake_cache: dict[int, torch.Tensor] = {}
+        #: Every non-placeholder node in creation order, so a failed instruction can be rolled back.
+        self.created: list[fx.Node] = []
 
     # -- inputs -----------------------------------------------------------------
     def input_tensor(self, source: Source, tensor: torch.Tensor):
@@ -77,6 +79,7 @@ class GraphBuilder:
 
         name = self._register_attr(tensor, hint)
         node = self.graph.get_attr(name)
+        self.created.append(node)
         fake = self.fake_of(tensor)
         node.meta["example_value"] = fake
         return TensorValue(node, fake, source, type(tensor))
@@ -114,6 +117,7 @@ class GraphBuilder:
             module = target
             target = self._register_attr(module, what)
         node = self.graph.create_node(kind, target, tuple(node_args), dict(node_kwargs))
+        self.created.append(node)
         try:
             with self.fake_mode:
                 if kind == "call_function":
@@ -155,6 +159,7 @@ class GraphBuilder:
             for i, x in enumerate(fake):
                 if isinstance(x, torch.Tensor):
                     item = self.graph.call_function(operator.getitem, (node, i))
+                    self.created.append(item)
                     item.meta["example_value"] = x
                     items.append(TensorValue(item, x))
                 elif is_literal(x):
@@ -174,9 +179,22 @@ class GraphBuilder:
         if not node.users:
             self.graph.erase_node(node)
 
+    def set_grad_enabled(self, mode: bool) -> None:
+        """Record a grad-mode switch in the graph (the tracer switches the real mode for fake propagation)."""
+        self.created.append(self.graph.call_function(torch._C._set_grad_enabled, (mode,)))
+
+    def rollback(self, count: int) -> None:
+        """Erase the nodes created after the first ``count`` (those of an instruction that broke)."""
+        for node in reversed(self.created[count:]):
+            if not getattr(node, "_erased", False):
+                self.graph.erase_node(node)
+        del self.created[count:]
+
     # -- finishing ------------------------------------------------------------------
     def op_count(self) -> int:
-        return sum(1 for n in self.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
+        """Operations in the graph (grad-mode switches do not count: alone they need no graph)."""
+        return sum(1 for n in self.graph.nodes if n.op in ("call_function", "call_method", "call_module")
+                   and n.target is not torch._C._set_grad_enabled)
 
     def finish(self, outputs: list[fx.Node]) -> fx.GraphModule:
         """Set the graph's outputs (a tuple) and build the ``GraphModule``."""

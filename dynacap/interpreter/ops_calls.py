@@ -12,7 +12,12 @@ from .tracer import handles
 
 
 def call_value(tx, fn: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    return fn.call(tx, args, kwargs)
+    """Call ``fn``; an inlined callee's result is this instruction's result (see ``Tracer.direct_call``)."""
+    tx.calling = True
+    try:
+        return fn.call(tx, args, kwargs)
+    finally:
+        tx.calling = False
 
 
 @handles("KW_NAMES")

@@ -96,4 +96,11 @@ def _raise(tx, ins):
 
 @handles("BEFORE_WITH")
 def _before_with(tx, ins):
-    raise GraphBreak("`with` blocks are not captured yet; the frame runs eagerly")
+    from ..values.grad_mode import GradModeValue
+
+    manager = tx.stack[-1]
+    if not isinstance(manager, GradModeValue):
+        raise GraphBreak(f"`with` on {manager.describe()}: only torch.no_grad()/torch.enable_grad() blocks are "
+                         "captured; the block's code around it runs eagerly")
+    tx.pop()
+    tx.push(manager.enter(tx))

@@ -7,7 +7,7 @@ import types
 from ..errors import GraphBreak
 from ..source import LocalSource
 from ..values.base import NullValue, Value
-from ..values.constant import ConstantValue
+from ..values.constant import ConstantValue, is_literal
 from ..values.wrap import wrap
 from .tracer import CellBox, handles
 
@@ -40,7 +40,13 @@ def _swap(tx, ins):
 @handles("LOAD_CONST")
 def _load_const(tx, ins):
     value = ins.argval
-    tx.push(ConstantValue(value) if not isinstance(value, types.CodeType) else CodeConstant(value))
+    if isinstance(value, types.CodeType):
+        tx.push(CodeConstant(value))
+    elif is_literal(value):
+        tx.push(ConstantValue(value))
+    else:
+        # Objects that dynacap itself placed in generated code (a context class, a function).
+        tx.push(wrap(tx, value, None))
 
 
 class CodeConstant(Value):

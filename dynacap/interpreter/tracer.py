@@ -19,6 +19,8 @@ import traceback
 import types
 from dataclasses import dataclass, field
 
+import torch
+
 from .. import config
 from ..errors import GraphBreak
 from ..graph import GraphBuilder
@@ -69,6 +71,37 @@ class CellBox:
 
 
 @dataclass
+class Checkpoint:
+    stack: list
+    locals: dict
+    kw_names: tuple | None
+    blocks: list
+    nodes: int
+    side_effects: int
+    mutations: int
+    grad_enabled: bool
+    ip: int
+
+
+@dataclass
+class FrameAtBreak:
+    """One frame of the call chain at a graph break: its tracer, its state before the instruction."""
+
+    tracer: "Tracer"
+    checkpoint: Checkpoint
+    instruction: dis.Instruction
+
+
+@dataclass
+class WithBlock:
+    """An active ``with`` block on a grad-mode context (the only kind captured)."""
+
+    ctx_class: type  # torch.no_grad or torch.enable_grad
+    stack_index: int  # where its ``__exit__`` sits on the value stack
+    prev_grad: bool
+
+
+@dataclass
 class SideEffect:
     """A Python-level mutation to replay after the graph runs, in program order."""
 
@@ -92,6 +125,12 @@ class TraceContext:
     global_overrides: dict = field(default_factory=dict)
     module_tensors: dict = field(default_factory=dict)
     instructions_run: int = 0
+    #: Bumped by every mutation of a traced list/dict (mutations cannot be rolled back).
+    mutations: int = 0
+    #: Grad mode when the root frame started.
+    initial_grad: bool = True
+    #: Set when a closure over one of the root frame's cells was created (cells cannot be passed on).
+    made_closure: bool = False
 
 
 class Tracer:
@@ -113,6 +152,11 @@ class Tracer:
         #: Root frame only: the frame's arguments and closure contents, wrapped on first read.
         self.frame_values: dict = {}
         self.deleted: set[str] = set()
+        self.blocks: list[WithBlock] = []
+        #: Set by CALL while it evaluates the callee, so an inlined callee knows its result is the CALL's.
+        self.calling = False
+        #: Whether this (inlined) frame's return value is directly the parent's CALL result.
+        self.direct_call = False
 
     # -- shared state -----------------------------------------------------------
     @property
@@ -157,14 +201,35 @@ class Tracer:
     def step(self) -> None:
         instruction = self.instructions[self.ip]
         self.current = instruction
+        checkpoint = self.checkpoint()
         self.ip += 1
         self.ctx.instructions_run += 1
-        if self.ctx.instructions_run > config.max_unroll * 16:
-            raise GraphBreak("the captured code runs too many instructions (a very long or endless loop)")
-        handler = HANDLERS.get(instruction.opname)
-        if handler is None:
-            raise GraphBreak(f"the bytecode instruction {instruction.opname} is not supported yet")
-        handler(self, instruction)
+        try:
+            if self.ctx.instructions_run > config.max_unroll * 16:
+                raise GraphBreak("the captured code runs too many instructions (a very long or endless loop)")
+            handler = HANDLERS.get(instruction.opname)
+            if handler is None:
+                raise GraphBreak(f"the bytecode instruction {instruction.opname} is not supported yet")
+            handler(self, instruction)
+        except GraphBreak as e:
+            # Outer frames are prepended as the break propagates out of inlined calls.
+            e.frames.insert(0, FrameAtBreak(self, checkpoint, instruction))
+            raise
+
+    def checkpoint(self) -> "Checkpoint":
+        """The state before an instruction: enough to resume the frame at it after a break."""
+        ctx = self.ctx
+        return Checkpoint(
+            stack=list(self.stack),
+            locals=dict(self.locals),
+            kw_names=self.kw_names,
+            blocks=list(self.blocks),
+            nodes=len(ctx.graph.created),
+            side_effects=len(ctx.side_effects),
+            mutations=ctx.mutations,
+            grad_enabled=torch.is_grad_enabled(),
+            ip=self.ip,
+        )
 
     def jump_to(self, offset: int) -> None:
         self.ip = self.index_of_offset[offset]
@@ -265,6 +330,7 @@ class Tracer:
             raise GraphBreak(f"calling {fn.__qualname__}: {e} (TypeError at run time)") from None
         bound.apply_defaults()
         child = Tracer(code, self.ctx, fn.__globals__, parent=self)
+        child.direct_call, self.calling = self.calling, False
         params = inspect.signature(fn).parameters
         for name, value in bound.arguments.items():
             kind = params[name].kind

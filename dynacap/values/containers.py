@@ -105,6 +105,7 @@ class ListValue(SequenceValue):
         if self.source is not None:
             raise GraphBreak(f"{what} on a list that came from outside the captured function ({self.source.expr()})")
         self.mutated = True
+        tx.ctx.mutations += 1
 
     def getattr(self, tx, name):
         from .functions import ContainerMethodValue
@@ -159,6 +160,7 @@ class DictValue(Value):
         if self.source is not None:
             raise GraphBreak(f"item assignment on a dict that came from outside the captured function ({self.source.expr()})")
         self.mutated = True
+        tx.ctx.mutations += 1
         self.items[index.as_constant()] = value
 
     def getattr(self, tx, name):

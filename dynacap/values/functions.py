@@ -126,6 +126,8 @@ class ContainerMethodValue(Value):
                 raise GraphBreak(f"{self.describe()} on non-constant items")
             return ConstantValue(getattr(c.as_constant(), name)(*(a.as_constant() for a in args)))
         if isinstance(c, DictValue):
+            if name in ("update", "pop", "setdefault"):
+                tx.ctx.mutations += 1
             if name == "keys":
                 return TupleValue([ConstantValue(k) for k in c.items])
             if name == "values":

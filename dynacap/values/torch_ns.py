@@ -80,7 +80,8 @@ class TorchValue(Value):
         if isinstance(fn, types.ModuleType):
             raise GraphBreak(f"{self.describe()} is not callable")
         if fn in _CAPTURE_TIME:
-            tx.guards.global_state()
+            # The frame's initial grad mode is always guarded; inside the trace the mode follows
+            # the captured with-blocks, so the answer needs no guard of its own.
             return ConstantValue(fn())
         if fn in _EFFECTFUL:
             raise GraphBreak(f"{self.describe()} changes global state; it runs eagerly")
@@ -89,6 +90,10 @@ class TorchValue(Value):
             if not all(i.is_constant() for i in items):
                 raise GraphBreak("torch.Size of non-constant values")
             return SizeValue(items)
+        if fn in (torch.no_grad, torch.enable_grad) and not args and not kwargs:
+            from .grad_mode import GradModeValue
+
+            return GradModeValue(fn)
         if isinstance(fn, type):
             if issubclass(fn, torch.nn.Module):
                 raise GraphBreak(f"creating a module ({fn.__name__}) inside the captured code")

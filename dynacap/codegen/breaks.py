@@ -1,0 +1,385 @@
+"""Rewritten code for a frame that hit a graph break.
+
+The code calls the graph captured so far, replays side effects, runs the
+one unsupported instruction eagerly (with its operands rebuilt from the
+graph outputs and constants), and returns the result of a *resume
+function* that holds the rest of the frame.  When the break happened
+inside inlined calls, the break is resumed *inside* them: a chain function
+continues the innermost frame, then each caller in turn (see
+``resume.chain_code``), so the rest of all of them becomes one frame and
+one graph.  ``plan_levels`` decides how deep the break can be resumed;
+``BreakCodegen`` emits the code.  This module never traces.
+"""
+from __future__ import annotations
+
+import types
+from dataclasses import dataclass
+
+import torch
+from bytecode import UNSET, Bytecode, FreeVar, Instr, Label, TryBegin, TryEnd
+
+from ..errors import GraphBreak
+from ..interpreter.tracer import FrameAtBreak
+from ..source import LocalSource
+from ..values.base import NullValue
+from ..values.grad_mode import GradExitValue
+from . import resume
+from .emitter import Emitter
+from .liveness import exception_table, live_at
+from .rewrite import build_code, emit_side_effects
+
+_BINARY_LIKE = {"BINARY_OP", "COMPARE_OP", "IS_OP", "CONTAINS_OP", "BINARY_SUBSCR"}
+_UNARY_LIKE = {"LOAD_ATTR", "UNARY_NEGATIVE", "UNARY_POSITIVE", "UNARY_INVERT", "UNARY_NOT"}
+_BRANCHES = {"POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_FORWARD_IF_FALSE", "POP_JUMP_BACKWARD_IF_TRUE",
+             "POP_JUMP_BACKWARD_IF_FALSE", "POP_JUMP_FORWARD_IF_NONE", "POP_JUMP_FORWARD_IF_NOT_NONE",
+             "POP_JUMP_BACKWARD_IF_NONE", "POP_JUMP_BACKWARD_IF_NOT_NONE", "JUMP_IF_TRUE_OR_POP",
+             "JUMP_IF_FALSE_OR_POP"}
+
+
+def operand_count(ins) -> int | None:
+    """How many stack items the eager instruction consumes (None: cannot be run on its own)."""
+    name, arg = ins.opname, ins.arg
+    if name == "CALL":
+        return arg + 2
+    if name == "CALL_FUNCTION_EX":
+        return 3 + (arg & 1)
+    if name in _BINARY_LIKE or name in ("STORE_ATTR", "DELETE_SUBSCR", "IMPORT_NAME"):
+        return 2
+    if name == "STORE_SUBSCR":
+        return 3
+    if name in _UNARY_LIKE or name in ("LOAD_METHOD", "UNPACK_SEQUENCE", "UNPACK_EX"):
+        return 1
+    if name in ("LOAD_GLOBAL", "LOAD_ASSERTION_ERROR"):
+        return 0
+    if name in ("BUILD_TUPLE", "BUILD_LIST", "BUILD_STRING", "BUILD_SLICE", "RAISE_VARARGS"):
+        return arg
+    if name == "BUILD_MAP":
+        return 2 * arg
+    if name == "BUILD_CONST_KEY_MAP":
+        return arg + 1
+    if name == "FORMAT_VALUE":
+        return 2 if arg & 0x04 else 1
+    if name in _BRANCHES:
+        return 1
+    return None
+
+
+def result_layout(ins) -> list[str]:
+    """Per pushed item: ``ARG`` (a real value) or ``NULL`` (a 3.11 NULL we re-create in the resume)."""
+    name, arg = ins.opname, ins.arg
+    if name in ("STORE_ATTR", "STORE_SUBSCR", "DELETE_SUBSCR", "RAISE_VARARGS"):
+        return []
+    if name == "LOAD_METHOD":
+        return [resume.NULL, resume.ARG]
+    if name == "LOAD_GLOBAL":
+        return [resume.NULL, resume.ARG] if arg & 1 else [resume.ARG]
+    if name == "UNPACK_SEQUENCE":
+        return [resume.ARG] * arg
+    if name == "UNPACK_EX":
+        return [resume.ARG] * ((arg & 0xFF) + (arg >> 8) + 1)
+    return [resume.ARG]
+
+
+def _regions(code: types.CodeType, offset: int) -> tuple[int, int]:
+    """(try regions, with regions) whose protected span contains ``offset``."""
+    import dis
+
+    by_offset = {i.offset: i for i in dis.get_instructions(code)}
+    spans: dict[int, list[int]] = {}
+    for entry in exception_table(code):
+        span = spans.setdefault(entry.target, [entry.start, entry.end])
+        span[0] = min(span[0], entry.start)
+        span[1] = max(span[1], entry.end)
+    tries = withs = 0
+    for target, (start, end) in spans.items():
+        if not start <= offset < end:
+            continue
+        first = by_offset.get(target)
+        after = by_offset.get(target + 2)
+        if first is not None and first.opname == "PUSH_EXC_INFO" and after is not None \
+                and after.opname == "WITH_EXCEPT_START":
+            withs += 1
+        elif first is not None and first.opname == "PUSH_EXC_INFO":
+            tries += 1
+    return tries, withs
+
+
+def in_loop(code: types.CodeType, offset: int) -> bool:
+    """Whether a backward jump can bring execution back to ``offset`` (resuming there would recurse)."""
+    import dis
+
+    return any("BACKWARD" in i.opname and i.offset >= offset and i.argval <= offset
+               for i in dis.get_instructions(code))
+
+
+def resumable_at(frame: FrameAtBreak, eager: bool) -> str | None:
+    """Why the frame cannot be resumed at its instruction (None if it can)."""
+    ins = frame.instruction
+    if eager and operand_count(ins) is None:
+        return f"{ins.opname} cannot run on its own"
+    if in_loop(frame.tracer.code, ins.offset):
+        return "inside a loop (each iteration would add a nested resume call)"
+    tries, withs = _regions(frame.tracer.code, ins.offset)
+    if tries:
+        return "inside a try block"
+    if withs != len(frame.checkpoint.blocks):
+        return "inside a with block on an unsupported context manager"
+    n_operands = operand_count(ins) or 0
+    stack = frame.checkpoint.stack
+    if any(isinstance(v, GradExitValue) for v in stack[len(stack) - n_operands:]):
+        return "the instruction uses a with-block's __exit__"
+    return None
+
+
+def plan_levels(frames: list[FrameAtBreak]) -> list[int]:
+    """Levels of the call chain where the break may be resumed, deepest first."""
+    levels = []
+    for j in range(len(frames) - 1, -1, -1):
+        chain = frames[: j + 1]
+        if resumable_at(chain[-1], eager=True) is not None:
+            continue
+        if any(resumable_at(f, eager=False) is not None for f in chain[:-1]):
+            continue
+        if j > 0:
+            if any(f.instruction.opname not in ("CALL", "CALL_FUNCTION_EX") for f in chain[:-1]):
+                continue
+            if not all(chain[i + 1].tracer.direct_call for i in range(j)):
+                continue
+            if any(f.checkpoint.blocks or f.tracer.code.co_cellvars or f.tracer.code.co_freevars for f in chain):
+                continue
+        levels.append(j)
+    return levels
+
+
+@dataclass
+class Level:
+    """One frame's part of the resume: which slots are arguments, which values fill them."""
+
+    frame: FrameAtBreak
+    layout: list  # per stack slot after the instruction: ARG / NULL / grad-mode class
+    stack_values: list  # values of the ARG slots that survive the instruction (bottom first)
+    n_results: int  # results of the eager instruction (innermost level only), placed after stack_values
+    live: tuple[str, ...]
+    offset: int
+
+
+def _frame_level(frame: FrameAtBreak, keep: int, result_slots: list, resume_offset: int) -> Level:
+    layout, values = [], []
+    for v in frame.checkpoint.stack[:keep]:
+        if isinstance(v, NullValue):
+            layout.append(resume.NULL)
+        elif isinstance(v, GradExitValue):
+            layout.append(v.ctx.ctx_class)
+        else:
+            layout.append(resume.ARG)
+            values.append(v)
+    layout.extend(result_slots)
+    tracer = frame.tracer
+    names = live_at(tracer.code, resume_offset) - set(tracer.code.co_freevars)
+    available = set(frame.checkpoint.locals) | (set(tracer.frame_values) - tracer.deleted if tracer.is_root else set())
+    available |= {n for n, box in tracer.cells.items() if n in tracer.code.co_cellvars}
+    live = tuple(sorted(n for n in names if n in available))
+    return Level(frame, layout, values, sum(1 for s in result_slots if s == resume.ARG), live, resume_offset)
+
+
+def local_value_emit(cg: Emitter, level: Level, name: str) -> None:
+    tracer = level.frame.tracer
+    value = level.frame.checkpoint.locals.get(name)
+    if value is None and name in tracer.cells:
+        value = tracer.cells[name].get(tracer)
+    if value is None:
+        # An argument of the root frame never read while tracing: reload it as it is.
+        cg.extend(LocalSource(name).emit())
+        return
+    value.reconstruct(cg)
+
+
+class BreakCodegen:
+    """Emit the rewritten code for a break resumed at level ``j`` of ``frames``."""
+
+    def __init__(self, original: types.CodeType, frames: list[FrameAtBreak], initial_grad: bool):
+        self.original = original
+        self.frames = frames
+        self.inner = frames[-1]
+        self.initial_grad = initial_grad
+        self.grad_at_break = frames[-1].checkpoint.grad_enabled
+
+    # -- the pieces ------------------------------------------------------------------
+    def branches(self):
+        """Per control-flow outcome of the eager instruction: (jump?, innermost Level, outer Levels)."""
+        ins = self.inner.instruction
+        n = operand_count(ins)
+        keep = len(self.inner.checkpoint.stack) - n
+        outcomes = [(None, result_layout(ins), self._next_offset(self.inner))]
+        if ins.opname in _BRANCHES:
+            kept = [resume.ARG] if ins.opname.startswith("JUMP_IF") else []
+            outcomes = [(False, [], self._next_offset(self.inner)), (True, kept, ins.argval)]
+        result = []
+        for jump, slots, offset in outcomes:
+            inner = _frame_level(self.inner, keep, slots, offset)
+            outers = []
+            for frame in reversed(self.frames[:-1]):
+                consumed = operand_count(frame.instruction)
+                keep_outer = len(frame.checkpoint.stack) - consumed
+                outers.append(_frame_level(frame, keep_outer, [resume.ARG], self._next_offset(frame)))
+            result.append((jump, inner, outers))
+        return result
+
+    @staticmethod
+    def _next_offset(frame: FrameAtBreak) -> int:
+        tracer = frame.tracer
+        index = tracer.index_of_offset[frame.instruction.offset]
+        return tracer.instructions[index + 1].offset
+
+    def operands(self):
+        stack = self.inner.checkpoint.stack
+        return stack[len(stack) - operand_count(self.inner.instruction):]
+
+    def emit_values(self, cg: Emitter) -> None:
+        """Everything rebuilt from the graph (used by the collecting pass as well)."""
+        for v in self.operands():
+            v.reconstruct(cg)
+        for _, inner, outers in self.branches():
+            for level in [inner, *outers]:
+                for v in level.stack_values:
+                    v.reconstruct(cg)
+                for name in level.live:
+                    local_value_emit(cg, level, name)
+
+    # -- the code --------------------------------------------------------------------------
+    def build(self, side_effects, graph_call) -> types.CodeType:
+        lineno = self._lineno()
+        cg = Emitter(output_index=graph_call[2] if graph_call else None, lineno=lineno)
+        if graph_call is not None:
+            compiled_fn, inputs, _ = graph_call
+            cg.append("PUSH_NULL")
+            cg.load_const(compiled_fn)
+            for graph_input in inputs:
+                cg.extend(graph_input.source.emit())
+            cg.append("PRECALL", len(inputs))
+            cg.append("CALL", len(inputs))
+            cg.append("STORE_FAST", Emitter.GRAPH_OUT)
+        emit_side_effects(cg, side_effects)
+        switch_grad = self.grad_at_break != self.initial_grad
+        if switch_grad:
+            self._set_grad(cg, self.grad_at_break)
+        for v in self.operands():
+            v.reconstruct(cg)
+        handler = Label()
+        try_begin = TryBegin(handler, push_lasti=True, stack_depth=UNSET) if switch_grad else None
+        if try_begin is not None:
+            cg.instructions.append(try_begin)
+        branches = self.branches()
+        ins = self.inner.instruction
+        if ins.opname in _BRANCHES:
+            jump_label = Label()
+            cg.append(ins.opname.replace("BACKWARD", "FORWARD"), jump_label)
+            if try_begin is not None:
+                cg.instructions.append(TryEnd(try_begin))
+            self._emit_resume_call(cg, branches[0], switch_grad)
+            cg.instructions.append(jump_label)
+            self._emit_resume_call(cg, branches[1], switch_grad)
+        else:
+            self._emit_eager(cg, ins)
+            if try_begin is not None:
+                cg.instructions.append(TryEnd(try_begin))
+            if ins.opname == "RAISE_VARARGS":
+                cg.append("LOAD_CONST", None)
+                cg.append("RETURN_VALUE")
+            else:
+                self._emit_resume_call(cg, branches[0], switch_grad)
+        if switch_grad:
+            cg.instructions.append(handler)
+            self._set_grad(cg, self.initial_grad)
+            cg.append("RERAISE", 1)
+        return build_code(self.original, cg.instructions)
+
+    def _lineno(self) -> int:
+        frame = self.frames[0]
+        positions = frame.instruction.positions
+        return positions.lineno if positions and positions.lineno else self.original.co_firstlineno
+
+    def _emit_eager(self, cg: Emitter, ins) -> None:
+        name = ins.opname
+        if name == "CALL":
+            kw_names = self.inner.checkpoint.kw_names
+            if kw_names:
+                cg.append("KW_NAMES", tuple(kw_names))
+            cg.append("PRECALL", ins.arg)
+            cg.append("CALL", ins.arg)
+        elif name == "LOAD_METHOD":
+            cg.append("LOAD_ATTR", ins.argval)
+        elif name == "LOAD_GLOBAL":
+            cg.append("LOAD_GLOBAL", (False, ins.argval))
+        else:
+            cg.extend([_abstract_instruction(self.inner.tracer.code, ins)])
+
+    def _emit_resume_call(self, cg: Emitter, branch, switch_grad: bool) -> None:
+        _, inner, outers = branch
+        temps = [f"___result{i}" for i in range(inner.n_results)]
+        for t in reversed(temps):
+            cg.append("STORE_FAST", t)
+        if switch_grad:
+            self._set_grad(cg, self.initial_grad)
+        levels = [inner, *outers]
+        fns = [self._resume_function(level) for level in levels]
+        cg.append("PUSH_NULL")
+        if len(levels) == 1:
+            self._load_function(cg, fns[0], levels[0])
+        else:
+            chain_levels = [(fn, sum(1 for s in lv.layout if s == resume.ARG), lv.live) for fn, lv in zip(fns, levels)]
+            chain = resume.chain_code(chain_levels, self.original.co_filename, self.original.co_name,
+                                      cg.lineno or self.original.co_firstlineno)
+            cg.load_const(types.FunctionType(chain, self.frames[0].tracer.f_globals))
+        nargs = 0
+        for depth, level in enumerate(levels):
+            for v in level.stack_values:
+                v.reconstruct(cg)
+                nargs += 1
+            if depth == 0:
+                for t in temps:
+                    cg.append("LOAD_FAST", t)
+                    nargs += 1
+            for name in level.live:
+                local_value_emit(cg, level, name)
+                nargs += 1
+        cg.append("PRECALL", nargs)
+        cg.append("CALL", nargs)
+        cg.append("RETURN_VALUE")
+
+    def _resume_function(self, level: Level):
+        code = resume.resume_code(level.frame.tracer.code, level.offset, tuple(level.layout), level.live)
+        if code.co_freevars:
+            return code
+        return resume.function_for(code, level.frame.tracer.f_globals)
+
+    def _load_function(self, cg: Emitter, fn, level: Level) -> None:
+        if isinstance(fn, types.CodeType):
+            for name in fn.co_freevars:
+                cg.append("LOAD_CLOSURE", FreeVar(name))
+            cg.append("BUILD_TUPLE", len(fn.co_freevars))
+            cg.load_const(fn)
+            cg.append("MAKE_FUNCTION", 0x08)
+        else:
+            cg.load_const(fn)
+
+    @staticmethod
+    def _set_grad(cg: Emitter, mode: bool) -> None:
+        cg.append("PUSH_NULL")
+        cg.load_const(torch._C._set_grad_enabled)
+        cg.load_const(mode)
+        cg.append("PRECALL", 1)
+        cg.append("CALL", 1)
+        cg.append("POP_TOP")
+
+
+def _abstract_instruction(code: types.CodeType, ins) -> Instr:
+    """The ``bytecode`` form of one instruction of ``code`` (names and constants resolved)."""
+    position = resume._instruction_position(code, ins.offset)
+    seen = 0
+    for item in Bytecode.from_code(code):
+        if isinstance(item, Instr):
+            if seen == position:
+                return Instr(item.name, item.arg) if item.require_arg() else Instr(item.name)
+            seen += 1
+    raise GraphBreak(f"instruction at offset {ins.offset} not found")

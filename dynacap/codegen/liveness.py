@@ -1,0 +1,61 @@
+"""Which local variables are live (may be read before being written) at an instruction.
+
+A standard backward dataflow over the instruction graph of one code
+object, including edges into exception handlers.  Used to pass only live
+locals to a resume function.  Pure analysis of bytecode: no values here.
+"""
+from __future__ import annotations
+
+import dis
+import functools
+import types
+
+_LOADS = {"LOAD_FAST", "DELETE_FAST", "LOAD_CLOSURE", "LOAD_DEREF", "LOAD_CLASSDEREF", "DELETE_DEREF"}
+_STORES = {"STORE_FAST", "STORE_DEREF"}
+_NO_FALLTHROUGH = {"RETURN_VALUE", "RAISE_VARARGS", "RERAISE", "JUMP_FORWARD", "JUMP_BACKWARD",
+                   "JUMP_BACKWARD_NO_INTERRUPT"}
+
+
+def exception_table(code: types.CodeType) -> list:
+    """``(start, end, target, depth, lasti)`` entries of a 3.11 code object."""
+    return list(dis._parse_exception_table(code))
+
+
+@functools.lru_cache(maxsize=512)
+def _analysis(code: types.CodeType):
+    instructions = [i for i in dis.get_instructions(code) if i.opname != "EXTENDED_ARG"]
+    index = {ins.offset: k for k, ins in enumerate(instructions)}
+    table = exception_table(code)
+    successors: list[list[int]] = []
+    for k, ins in enumerate(instructions):
+        succ = []
+        if ins.opname not in _NO_FALLTHROUGH and k + 1 < len(instructions):
+            succ.append(k + 1)
+        if ins.opcode in dis.hasjrel or ins.opcode in dis.hasjabs:
+            if ins.argval in index:
+                succ.append(index[ins.argval])
+        for entry in table:
+            if entry.start <= ins.offset < entry.end:
+                succ.append(index[entry.target])
+        successors.append(succ)
+    uses = [{ins.argval} if ins.opname in _LOADS else set() for ins in instructions]
+    defs = [{ins.argval} if ins.opname in _STORES else set() for ins in instructions]
+    live_in = [set() for _ in instructions]
+    changed = True
+    while changed:
+        changed = False
+        for k in range(len(instructions) - 1, -1, -1):
+            out = set()
+            for s in successors[k]:
+                out |= live_in[s]
+            new = uses[k] | (out - defs[k])
+            if new != live_in[k]:
+                live_in[k] = new
+                changed = True
+    return index, live_in
+
+
+def live_at(code: types.CodeType, offset: int) -> set[str]:
+    """Names live on entry to the instruction at ``offset``."""
+    index, live_in = _analysis(code)
+    return set(live_in[index[offset]])

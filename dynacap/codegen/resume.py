@@ -1,0 +1,164 @@
+"""Resume functions: the rest of a frame after a graph break, as a new function.
+
+``resume_code(original, offset, layout, live)`` copies ``original``'s
+bytecode and puts a prefix in front that rebuilds the value stack from the
+function's arguments (``___stack0``...), re-enters active grad-mode
+``with`` blocks at their stack positions, and jumps to ``offset``.  The
+exception table of the copy is kept as it is (with its stack depths), so
+``with`` cleanups after the jump behave as in the original.  Live locals
+arrive as arguments under their own names.  Results are memoised per
+(code, offset, layout, live names): a frame that breaks at the same place
+again reuses the same resume code and so the same hook cache entries.
+
+``chain_code`` builds the function that continues a break inside inlined
+calls: it calls the innermost frame's resume function and feeds its result
+to the next outer one's, all in one frame, so the hook captures the whole
+continuation as one graph.
+"""
+from __future__ import annotations
+
+import dis
+import types
+import weakref
+
+from bytecode import Bytecode, CompilerFlags, Instr, Label
+
+#: Per original code object: key -> resume code.
+_CACHE: "weakref.WeakKeyDictionary[types.CodeType, dict]" = weakref.WeakKeyDictionary()
+
+NULL = "null"
+ARG = "arg"
+
+
+def stack_arg(i: int) -> str:
+    return f"___stack{i}"
+
+
+def resume_code(original: types.CodeType, offset: int, layout: tuple, live: tuple) -> types.CodeType:
+    """``layout``: per stack slot, bottom first, ``ARG``, ``NULL`` or a grad-mode context class to re-enter."""
+    key = (offset, layout, live)
+    per_code = _CACHE.setdefault(original, {})
+    code = per_code.get(key)
+    if code is None:
+        code = _build_resume(original, offset, layout, live)
+        per_code[key] = code
+    return code
+
+
+def _instruction_position(original: types.CodeType, offset: int) -> int:
+    """Index among real instructions (no CACHE / EXTENDED_ARG) of the one at ``offset``."""
+    real = [i for i in dis.get_instructions(original) if i.opname != "EXTENDED_ARG"]
+    for k, ins in enumerate(real):
+        if ins.offset == offset:
+            return k
+    raise ValueError(f"no instruction at offset {offset} in {original.co_name}")
+
+
+def _build_resume(original: types.CodeType, offset: int, layout: tuple, live: tuple) -> types.CodeType:
+    bc = Bytecode.from_code(original, conserve_exception_block_stackdepth=True)
+    position = _instruction_position(original, offset)
+    target = Label()
+    body = list(bc)
+    seen = 0
+    insert_at = None
+    lineno = original.co_firstlineno
+    for k, item in enumerate(body):
+        if isinstance(item, Instr):
+            if seen == position:
+                insert_at = k
+                lineno = item.lineno or lineno
+                break
+            seen += 1
+    assert insert_at is not None
+    body.insert(insert_at, target)
+
+    prefix: list = []
+    n_args = 0
+    for slot in layout:
+        if slot == NULL:
+            prefix.append(Instr("PUSH_NULL"))
+        elif slot == ARG:
+            prefix.append(Instr("LOAD_FAST", stack_arg(n_args)))
+            n_args += 1
+        else:
+            prefix.extend([Instr("PUSH_NULL"), Instr("LOAD_CONST", slot), Instr("PRECALL", 0), Instr("CALL", 0),
+                           Instr("BEFORE_WITH"), Instr("POP_TOP")])
+    prefix.append(Instr("JUMP_FORWARD", target))
+    for instr in prefix:
+        instr.lineno = lineno
+
+    resume_at = next(k for k, item in enumerate(body) if isinstance(item, Instr) and item.name == "RESUME")
+    body[resume_at + 1:resume_at + 1] = prefix
+
+    argnames = [stack_arg(i) for i in range(n_args)] + list(live)
+    new = Bytecode(body)
+    new.argnames = argnames
+    new.argcount = len(argnames)
+    new.posonlyargcount = 0
+    new.kwonlyargcount = 0
+    new.flags = CompilerFlags.OPTIMIZED | CompilerFlags.NEWLOCALS | (
+        CompilerFlags(original.co_flags) & CompilerFlags.NESTED)
+    new.cellvars = list(bc.cellvars)
+    new.freevars = list(bc.freevars)
+    new.name = original.co_name
+    new.qualname = f"{original.co_qualname}.<resume at line {lineno}>"
+    new.filename = original.co_filename
+    new.first_lineno = original.co_firstlineno
+    new.docstring = None
+    return new.to_code(stacksize=original.co_stacksize + 4, compute_exception_stack_depths=False)
+
+
+def chain_code(levels: list, filename: str, name: str, lineno: int) -> types.CodeType:
+    """A function calling resume functions innermost first, each result feeding the next level.
+
+    ``levels``: innermost first, ``(resume_fn, n_stack_args, live_names)``; for every level but the
+    innermost, the inner result is passed as its last stack argument.
+    """
+    argnames: list[str] = []
+    body: list = [Instr("RESUME", 0)]
+    for depth, (fn, n_stack, live) in enumerate(levels):
+        own_stack = n_stack - (1 if depth > 0 else 0)
+        names = [f"___l{depth}_s{i}" for i in range(own_stack)] + [f"___l{depth}_{n}" for n in live]
+        argnames.extend(names)
+        if depth > 0:
+            body.append(Instr("STORE_FAST", "___result"))
+        body.extend([Instr("PUSH_NULL"), Instr("LOAD_CONST", fn)])
+        body.extend(Instr("LOAD_FAST", n) for n in names[:own_stack])
+        if depth > 0:
+            body.append(Instr("LOAD_FAST", "___result"))
+        body.extend(Instr("LOAD_FAST", n) for n in names[own_stack:])
+        nargs = n_stack + len(live)
+        body.extend([Instr("PRECALL", nargs), Instr("CALL", nargs)])
+    body.append(Instr("RETURN_VALUE"))
+    for instr in body:
+        instr.lineno = lineno
+    bc = Bytecode(body)
+    bc.argnames = argnames
+    bc.argcount = len(argnames)
+    bc.flags = CompilerFlags.OPTIMIZED | CompilerFlags.NEWLOCALS
+    bc.name = name
+    bc.qualname = f"{name}.<resume chain at line {lineno}>"
+    bc.filename = filename
+    bc.first_lineno = lineno
+    bc.docstring = None
+    return bc.to_code()
+
+
+
+
+_FUNCTIONS: dict = {}
+
+
+def function_for(code: types.CodeType, f_globals: dict) -> types.FunctionType:
+    """The (memoised) function object of a resume code without free variables."""
+    key = (code, id(f_globals))
+    fn = _FUNCTIONS.get(key)
+    if fn is None:
+        fn = types.FunctionType(code, f_globals, code.co_name)
+        _FUNCTIONS[key] = fn
+    return fn
+
+
+def clear() -> None:
+    _CACHE.clear()
+    _FUNCTIONS.clear()

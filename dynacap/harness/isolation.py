@@ -1,0 +1,217 @@
+"""Running one case in isolated subprocesses and turning what happened into a record.
+
+Runs in the harness process (or on a Dask worker).  For each case it makes a
+scratch folder outside the corpus and the output folder, writes the task
+there, starts the worker (:mod:`dynacap.harness.worker`) with a scrubbed
+environment in its own session, enforces the wall-clock limit by killing the
+process group, and reads the worker's events.  A phase that was running when
+the worker died becomes ``crash`` (or ``timeout``); phases not yet run are
+retried in a fresh worker, so one compiler's crash does not cost the other's
+result.  It must not interpret user code itself, nor write results files (the
+caller does).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from .case import CASE_LEVEL, CRASH, OK, TIMEOUT, Case, jsonable
+from . import sandbox
+
+#: Bootstrap run by ``python -I -B -c``: put the harness on sys.path and start
+#: the worker; if the ``dynacap`` package itself fails to import (the capture
+#: engine is broken), load the harness alone and remember the error so the
+#: dynacap compiler reports ``compile_error`` while Dynamo still runs.
+BOOT = r"""
+import sys, types
+sys.path.insert(0, sys.argv[1])
+try:
+    import dynacap
+except BaseException as e:
+    for k in [k for k in sys.modules if k == "dynacap" or k.startswith("dynacap.")]:
+        del sys.modules[k]
+    pkg = types.ModuleType("dynacap")
+    pkg.__path__ = [sys.argv[1] + "/dynacap"]
+    pkg.__harness_import_error__ = "%s: %s" % (type(e).__name__, e)
+    sys.modules["dynacap"] = pkg
+from dynacap.harness.worker import main
+main(sys.argv[2])
+"""
+
+_LIVE: set = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def kill_all() -> None:
+    """Kill every worker this process started that is still running (on interrupt)."""
+    with _LIVE_LOCK:
+        procs = list(_LIVE)
+    for p in procs:
+        _kill_group(p)
+
+
+PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _signame(rc: int) -> str:
+    try:
+        return signal.Signals(-rc).name
+    except ValueError:
+        return f"signal {-rc}"
+
+
+def _tail(path: str, n: int = 4000) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - n))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _read_events(path: str) -> list[dict]:
+    out = []
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    pass
+    except OSError:
+        pass
+    return out
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.kill()
+    except ProcessLookupError:
+        pass
+
+
+def run_worker(case: Case, phases: list[str], cfg: dict, prepared: dict | None,
+               timeout_s: float) -> dict:
+    """One worker process; returns its events, exit status and output tails."""
+    scratch = tempfile.mkdtemp(prefix="dynacap-case-")
+    try:
+        task = os.path.join(scratch, "task.json")
+        with open(task, "w") as f:
+            json.dump(jsonable({"case": case.to_dict(), "phases": phases, "config": cfg,
+                                "prepared": prepared}), f)
+        env = sandbox.child_env(scratch)
+        with open(os.path.join(scratch, "stdout.txt"), "wb") as out, \
+                open(os.path.join(scratch, "stderr.txt"), "wb") as err:
+            t0 = time.monotonic()
+            proc = subprocess.Popen([sys.executable, "-I", "-B", "-c", BOOT, PACKAGE_PARENT, task],
+                                    cwd=scratch, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=err, start_new_session=True, close_fds=True)
+            with _LIVE_LOCK:
+                _LIVE.add(proc)
+            timed_out = False
+            try:
+                rc = proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                _kill_group(proc)
+                rc = proc.wait()
+            finally:
+                _kill_group(proc)           # leftovers of the group (daemons the case started)
+                with _LIVE_LOCK:
+                    _LIVE.discard(proc)
+            elapsed = time.monotonic() - t0
+        return {"events": _read_events(os.path.join(scratch, "events.jsonl")), "rc": rc,
+                "timed_out": timed_out, "elapsed_s": elapsed,
+                "stderr": _tail(os.path.join(scratch, "stderr.txt")),
+                "stdout": _tail(os.path.join(scratch, "stdout.txt"), 1500)}
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def run_case(case: Case, cfg: dict) -> dict:
+    """Run every phase of ``case`` (prepare + one per compiler); returns the record."""
+    compilers = list(cfg["compilers"])
+    timeout_s = float(case.timeout or cfg.get("timeout_s", 120))
+    wcfg = dict(cfg, cpu_limit_s=timeout_s + 5)
+    pending = ["prepare"] + compilers
+    if cfg.get("isolate_compilers"):
+        groups_limit = 2        # prepare + one compiler per process
+    else:
+        groups_limit = len(pending)
+    results: dict[str, dict] = {}
+    prepared = None
+    sandbox_info = None
+    t_start = time.time()
+    workers = 0
+    while pending and workers < len(compilers) + 2:
+        phases = pending[:groups_limit] if prepared is None else \
+            pending[:max(1, groups_limit - 1)]
+        w = run_worker(case, phases, wcfg, prepared, timeout_s)
+        workers += 1
+        started = None
+        for ev in w["events"]:
+            if ev.get("event") == "sandbox":
+                sandbox_info = ev.get("sandbox")
+            elif ev.get("event") == "start":
+                started = ev.get("phase")
+            elif ev.get("event") == "done":
+                ph = ev.get("phase")
+                results[ph] = ev.get("result") or {}
+                if ph == "prepare":
+                    prepared = results[ph]
+                if ph in pending:
+                    pending.remove(ph)
+                started = None
+        if prepared is not None and prepared.get("status") != OK:
+            break
+        if started is not None or (pending and pending[0] in phases):
+            ph = started or pending[0]
+            if w["timed_out"]:
+                res = {"status": TIMEOUT, "error": f"no result after {timeout_s:.0f}s (wall clock)",
+                       "where": ph}
+            else:
+                rc = w["rc"]
+                how = _signame(rc) if rc < 0 else f"exit code {rc}"
+                res = {"status": CRASH, "error": f"worker died during {ph}: {how}", "where": ph}
+            res["stderr_tail"] = w["stderr"][-3000:]
+            results[ph] = res
+            if ph == "prepare":
+                prepared = res
+                break
+            pending.remove(ph)
+    return make_record(case, cfg, results, sandbox_info, time.time() - t_start, t_start, workers)
+
+
+def make_record(case: Case, cfg: dict, results: dict, sandbox_info, duration: float,
+                t_start: float, workers: int) -> dict:
+    prep = results.get("prepare") or {"status": CRASH, "error": "no result"}
+    per_compiler = {}
+    for c in cfg["compilers"]:
+        if prep.get("status") != OK:
+            r = {"status": prep.get("status")}
+            if prep.get("status") not in CASE_LEVEL:
+                r["error"] = prep.get("error")
+        else:
+            r = results.get(c) or {"status": CRASH, "error": "no result"}
+        per_compiler[c] = r
+    return jsonable({
+        "id": case.id, "project": case.project, "file": case.file, "module": case.module,
+        "qualname": case.qualname, "kind": case.kind, "source": case.source,
+        "prepare": prep, "results": per_compiler,
+        "config": {k: cfg.get(k) for k in ("backend", "fullgraph", "seed", "compilers")},
+        "run_id": cfg.get("run_id"), "started": t_start, "duration_s": duration,
+        "workers": workers, "sandbox": sandbox_info,
+    })

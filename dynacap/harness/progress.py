@@ -1,0 +1,69 @@
+"""Progress bar with ETA for corpus runs (stderr).
+
+On a terminal it redraws one line; otherwise it prints one line per finished
+case, which reads well in CI logs.  It only displays; it must not touch
+results.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections import Counter
+
+
+def _fmt(sec: float) -> str:
+    sec = int(max(0, sec))
+    h, rem = divmod(sec, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+class Progress:
+    def __init__(self, total: int, compilers: list[str], stream=None, enabled: bool = True):
+        self.total = total
+        self.compilers = compilers
+        self.stream = stream or sys.stderr
+        self.enabled = enabled
+        self.done = 0
+        self.t0 = time.monotonic()
+        self.counts = Counter()
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self._lock = threading.Lock()
+
+    def line(self, last: str = "") -> str:
+        frac = self.done / self.total if self.total else 1.0
+        width = 24
+        bar = "#" * int(frac * width) + "." * (width - int(frac * width))
+        el = time.monotonic() - self.t0
+        eta = (el / self.done * (self.total - self.done)) if self.done else 0
+        stats = " ".join(f"{k}={v}" for k, v in sorted(self.counts.items()))
+        return (f"[{bar}] {self.done}/{self.total} {100 * frac:3.0f}% elapsed {_fmt(el)} "
+                f"ETA {_fmt(eta) if self.done else '?'} {stats} {last}").rstrip()
+
+    def update(self, rec: dict) -> None:
+        if not self.enabled:
+            return
+        with self._lock:
+            self.done += 1
+            sts = [(rec.get("results") or {}).get(c, {}).get("status", "?") for c in self.compilers]
+            for c, st in zip(self.compilers, sts):
+                self.counts[f"{c}:{st}"] += 1 if len(self.compilers) > 1 else 0
+                if len(self.compilers) == 1:
+                    self.counts[st] += 1
+            last = f"{rec.get('id')} -> {'/'.join(sts)}"
+            if self.tty:
+                self.stream.write("\r\x1b[K" + self.line(last[-60:]))
+                if self.done == self.total:
+                    self.stream.write("\n")
+            else:
+                self.stream.write(f"[{self.done}/{self.total} ETA "
+                                  f"{_fmt((time.monotonic() - self.t0) / self.done * (self.total - self.done))}] "
+                                  f"{'/'.join(sts)}  {rec.get('id')}\n")
+            self.stream.flush()
+
+    def note(self, msg: str) -> None:
+        if self.enabled:
+            with self._lock:
+                self.stream.write(("\r\x1b[K" if self.tty else "") + msg + "\n")
+                self.stream.flush()
