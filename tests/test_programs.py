@@ -623,6 +623,9 @@ def test_named_tuple_results_fully_captured():
     assert_fully_captured(named_tuple_results, x)
 
 
+@pytest.mark.xfail(reason="wrong result: graph/builder.py wrap_result turns a named-tuple result into a plain "
+                          "TupleValue; after the graph break on `.values` the resumed code gets a plain tuple and "
+                          "raises AttributeError: 'tuple' object has no attribute 'values'", strict=True)
 def test_named_tuple_results_match_eager():
     run_differential(named_tuple_results, t(3, 4))
 
