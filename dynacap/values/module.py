@@ -91,6 +91,8 @@ class ModuleValue(Value):
             raise GraphBreak(f"{self.describe()} has forward/backward hooks; it is called eagerly")
         if is_builtin_layer(m):
             tx.guard_module_state(self)
+            if self.source is not None:
+                _guard_layer_tensors(tx, m, self.source)
             return tx.graph.call("call_module", m, args, kwargs, f"{type(m).__name__}")
         forward = type(m).forward
         if isinstance(m, torch.nn.Sequential) and forward is torch.nn.Sequential.forward:
@@ -140,6 +142,28 @@ class ModuleValue(Value):
         if name in self.module.__dict__.get("_parameters", {}) or name in self.module.__dict__.get("_modules", {}):
             raise GraphBreak(f"assigning a parameter or submodule `{name}` on {self.describe()}")
         tx.record_setattr(self, name, value)
+
+
+def _guard_layer_tensors(tx, m: torch.nn.Module, source) -> None:
+    """A ``call_module`` layer's parameters and buffers (and its children's), by identity.
+
+    Backends may capture a layer's tensors when they compile (AOTAutograd lifts them into
+    graph inputs), so assigning a new ``Parameter`` to a layer must recompile.
+    """
+    for kind in ("_parameters", "_buffers"):
+        for name, tensor in m.__dict__.get(kind, {}).items():
+            entry = DictEntrySource(source, kind, name)
+            if tensor is None:
+                tx.guards.equals_match(entry, None)
+            else:
+                tx.guards.id_match(entry, tensor)
+    for name, child in m.__dict__.get("_modules", {}).items():
+        entry = DictEntrySource(source, "_modules", name)
+        if child is None:
+            tx.guards.equals_match(entry, None)
+        else:
+            tx.guards.id_match(entry, child)
+            _guard_layer_tensors(tx, child, entry)
 
 
 def _global_hooks() -> bool:
