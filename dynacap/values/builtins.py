@@ -31,6 +31,11 @@ class BuiltinValue(Value):
     def python_type(self):
         return type(self.fn)
 
+    def getattr(self, tx, name):
+        if name in ("__name__", "__qualname__", "__module__", "__doc__"):
+            return ConstantValue(getattr(self.fn, name))
+        return super().getattr(tx, name)
+
     def call(self, tx, args, kwargs):
         name = self.fn.__name__
         handler = _HANDLERS.get(name)
