@@ -40,15 +40,22 @@ class CountingBackend:
     how many times a compiled graph was executed.
     """
 
-    def __init__(self):
+    def __init__(self, inner=None):
+        """``inner``: a backend (name or callable) that compiles each graph; default: run ``gm.forward``."""
         self.graphs: list[torch.fx.GraphModule] = []
         self.example_inputs: list[list] = []
         self.runs = 0
+        self.inner = inner
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs):
         self.graphs.append(gm)
         self.example_inputs.append(list(example_inputs))
-        forward = gm.forward
+        if self.inner is None:
+            forward = gm.forward
+        else:
+            from dynacap.backends import lookup_backend
+
+            forward = lookup_backend(self.inner)(gm, example_inputs)
 
         def run(*args):
             self.runs += 1
