@@ -483,9 +483,6 @@ def test_string_constant_with_braces_correct():
         probe.check(t(3))
 
 
-@pytest.mark.xfail(reason="guards/guard.py equals_match puts repr(value) into a str.format template: a string "
-                          "constant containing braces ('{arch}') raises KeyError inside capture, so the frame "
-                          "falls back to eager with an 'internal error' warning", strict=True)
 def test_string_constant_with_braces_is_captured():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no internal-error warning

@@ -21,6 +21,9 @@ _KEEP_FLAGS = CompilerFlags.VARARGS | CompilerFlags.VARKEYWORDS | CompilerFlags.
 
 def emit_side_effects(cg: Emitter, side_effects: list[SideEffect]) -> None:
     for effect in side_effects:
+        if effect.kind == "container":
+            _emit_container_update(cg, effect.value)
+            continue
         effect.value.reconstruct(cg)
         if effect.kind == "setattr":
             effect.target.reconstruct(cg)
@@ -31,6 +34,32 @@ def emit_side_effects(cg: Emitter, side_effects: list[SideEffect]) -> None:
             cg.load_const(effect.target)
             cg.load_const(effect.name)
             cg.append("STORE_SUBSCR")
+
+
+def _emit_container_update(cg: Emitter, container) -> None:
+    """Write a mutated list's/dict's final contents into the runtime object, keeping its identity."""
+    from ..values.containers import DictValue
+
+    if isinstance(container, DictValue):
+        # Build the new contents first: they may be read from the dict itself.
+        container.build(cg)
+        cg.append("STORE_FAST", "___new_contents")
+        for method, args in ((dict.clear, ()), (dict.update, ("___new_contents",))):
+            cg.append("PUSH_NULL")
+            cg.load_const(method)
+            cg.extend(container.source.emit())
+            for name in args:
+                cg.append("LOAD_FAST", name)
+            cg.append("PRECALL", 1 + len(args))
+            cg.append("CALL", 1 + len(args))
+            cg.append("POP_TOP")
+        return
+    for item in container.items:
+        item.reconstruct(cg)
+    cg.append("BUILD_LIST", len(container.items))
+    cg.extend(container.source.emit())
+    cg.load_const(slice(None))
+    cg.append("STORE_SUBSCR")
 
 
 def prologue(original: types.CodeType) -> list[Instr]:

@@ -87,7 +87,8 @@ class GuardSet:
             return
         t = type(value)
         if t in (int, float, str, bytes, complex) and repr(value) == repr(t(value)) and _literal_ok(value):
-            self.add("EQUALS_MATCH", source, f"type({{s}}) is {{t}} and {{s}} == {value!r}",
+            literal = repr(value).replace("{", "{{").replace("}", "}}")
+            self.add("EQUALS_MATCH", source, f"type({{s}}) is {{t}} and {{s}} == {literal}",
                      f"{source.expr()} == {value!r}", t=t)
         else:
             self.add("EQUALS_MATCH", source, "type({s}) is {t} and {s} == {v}",

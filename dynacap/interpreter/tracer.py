@@ -105,7 +105,7 @@ class WithBlock:
 class SideEffect:
     """A Python-level mutation to replay after the graph runs, in program order."""
 
-    kind: str  # "setattr" | "store_global"
+    kind: str  # "setattr" | "store_global" | "container"
     target: object  # Value (setattr) or globals dict (store_global)
     name: str
     value: Value
@@ -124,6 +124,8 @@ class TraceContext:
     attribute_overrides: dict = field(default_factory=dict)
     global_overrides: dict = field(default_factory=dict)
     module_tensors: dict = field(default_factory=dict)
+    #: id(list or dict from the frame) -> its value, so every path to it sees the same mutations.
+    containers: dict = field(default_factory=dict)
     instructions_run: int = 0
     #: Bumped by every mutation of a traced list/dict (mutations cannot be rolled back).
     mutations: int = 0
@@ -287,8 +289,12 @@ class Tracer:
     def record_setattr(self, target: Value, name: str, value: Value) -> None:
         if target.source is None:
             raise GraphBreak(f"assigning `.{name}` on {target.describe()} created while capturing")
-        self.ctx.attribute_overrides[(id(target.real_object()), name)] = value
+        self.ctx.attribute_overrides[(id(_identity_of(target)), name)] = value
         self.ctx.side_effects.append(SideEffect("setattr", target, name, value))
+
+    def record_container_mutation(self, container: Value) -> None:
+        """A list/dict from the frame changed: its final contents are written back after the graph."""
+        self.ctx.side_effects.append(SideEffect("container", container, "", container))
 
     def module_tensor(self, tensor, hint: str, source):
         """A parameter or buffer: held by the graph, guarded by identity."""
@@ -355,6 +361,13 @@ class Tracer:
                     source = CellContentsSource(fn_value.source, i, name) if fn_value.source is not None else None
                     child.cells[name] = CellBox(source=source, raw=contents)
         return child.run()
+
+
+def _identity_of(value: Value):
+    """The object a value stood for while tracing (for attribute overrides within one trace)."""
+    from ..values.objects import ObjectValue
+
+    return value.obj if isinstance(value, ObjectValue) else value.real_object()
 
 
 def wrap_unsourced(tx: Tracer, value) -> Value:

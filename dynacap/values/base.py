@@ -70,7 +70,11 @@ class Value:
         if self.source is not None:
             cg.extend(self.source.emit())
             return
-        raise GraphBreak(f"{self.describe()} cannot be rebuilt after the graph")
+        try:
+            obj = self.real_object()
+        except GraphBreak:
+            raise GraphBreak(f"{self.describe()} cannot be rebuilt after the graph") from None
+        cg.load_const(obj)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.describe()}>"

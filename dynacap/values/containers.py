@@ -51,7 +51,8 @@ class SequenceValue(Value):
             raise GraphBreak(f"index {key} out of range for {self.describe()}") from None
 
     def reconstruct(self, cg):
-        if self.source is not None and not getattr(self, "mutated", False):
+        if self.source is not None:
+            # A mutated list from the frame was updated in place by the side-effect replay.
             cg.extend(self.source.emit())
             return
         for item in self.items:
@@ -102,8 +103,8 @@ class ListValue(SequenceValue):
         self.mutated = False
 
     def mutate(self, tx, what: str) -> None:
-        if self.source is not None:
-            raise GraphBreak(f"{what} on a list that came from outside the captured function ({self.source.expr()})")
+        if self.source is not None and not self.mutated:
+            tx.record_container_mutation(self)
         self.mutated = True
         tx.ctx.mutations += 1
 
@@ -156,11 +157,14 @@ class DictValue(Value):
             raise GraphBreak(f"key {key!r} is not in {self.describe()} (KeyError at run time)")
         return self.items[key]
 
-    def setitem(self, tx, index, value):
-        if self.source is not None:
-            raise GraphBreak(f"item assignment on a dict that came from outside the captured function ({self.source.expr()})")
+    def mutate(self, tx) -> None:
+        if self.source is not None and not self.mutated:
+            tx.record_container_mutation(self)
         self.mutated = True
         tx.ctx.mutations += 1
+
+    def setitem(self, tx, index, value):
+        self.mutate(tx)
         self.items[index.as_constant()] = value
 
     def getattr(self, tx, name):
@@ -171,9 +175,13 @@ class DictValue(Value):
         return super().getattr(tx, name)
 
     def reconstruct(self, cg):
-        if self.source is not None and not self.mutated:
+        if self.source is not None:
             cg.extend(self.source.emit())
             return
+        self.build(cg)
+
+    def build(self, cg) -> None:
+        """Emit a new dict with the current items."""
         for k, v in self.items.items():
             cg.load_const(k)
             v.reconstruct(cg)

@@ -58,6 +58,17 @@ class BoundMethodValue(Value):
     def call(self, tx, args, kwargs):
         return self.function.call(tx, [self.self_value, *args], kwargs)
 
+    def reconstruct(self, cg) -> None:
+        if self.source is not None:
+            cg.extend(self.source.emit())
+            return
+        cg.append("PUSH_NULL")
+        cg.load_const(types.MethodType)
+        self.function.reconstruct(cg)
+        self.self_value.reconstruct(cg)
+        cg.append("PRECALL", 2)
+        cg.append("CALL", 2)
+
 
 class ConstantMethodValue(Value):
     """A method of a constant (``"a,b".split``, ``(1, 2).index``): evaluated at capture time."""
@@ -68,6 +79,10 @@ class ConstantMethodValue(Value):
 
     def describe(self):
         return f"method .{self.name} of {self.owner.describe()}"
+
+    def reconstruct(self, cg) -> None:
+        self.owner.reconstruct(cg)
+        cg.append("LOAD_ATTR", self.name)
 
     def call(self, tx, args, kwargs):
         const = constant_args(args, kwargs)
@@ -88,6 +103,10 @@ class ContainerMethodValue(Value):
 
     def describe(self):
         return f"method .{self.name} of {self.container.describe()}"
+
+    def reconstruct(self, cg) -> None:
+        self.container.reconstruct(cg)
+        cg.append("LOAD_ATTR", self.name)
 
     def call(self, tx, args, kwargs):
         from .containers import DictValue, ListValue, TupleValue
@@ -127,7 +146,7 @@ class ContainerMethodValue(Value):
             return ConstantValue(getattr(c.as_constant(), name)(*(a.as_constant() for a in args)))
         if isinstance(c, DictValue):
             if name in ("update", "pop", "setdefault"):
-                tx.ctx.mutations += 1
+                c.mutate(tx)
             if name == "keys":
                 return TupleValue([ConstantValue(k) for k in c.items])
             if name == "values":
@@ -141,9 +160,6 @@ class ContainerMethodValue(Value):
             if name == "copy":
                 return DictValue(dict(c.items))
             if name == "update":
-                if c.source is not None:
-                    raise GraphBreak(f"dict.update on a dict from outside the captured function")
-                c.mutated = True
                 for a in args:
                     if not isinstance(a, DictValue):
                         raise GraphBreak("dict.update with a non-dict argument")
@@ -152,9 +168,6 @@ class ContainerMethodValue(Value):
                     c.items[k] = v
                 return ConstantValue(None)
             if name in ("pop", "setdefault"):
-                if c.source is not None:
-                    raise GraphBreak(f"dict.{name} on a dict from outside the captured function")
-                c.mutated = True
                 key = args[0].as_constant()
                 if name == "pop":
                     if key in c.items:

@@ -18,6 +18,8 @@ class ObjectValue(Value):
     def __init__(self, obj, source=None):
         self.obj = obj
         self.source = source
+        #: False when only the type is guarded (the runtime object may be another instance).
+        self.identity_known = True
 
     def describe(self):
         where = f" {self.source.expr()}" if self.source is not None else ""
@@ -27,6 +29,8 @@ class ObjectValue(Value):
         return type(self.obj)
 
     def real_object(self):
+        if not self.identity_known:
+            raise GraphBreak(f"{self.describe()} is a different object on each call (only its type is guarded)")
         return self.obj
 
     def getattr(self, tx, name):

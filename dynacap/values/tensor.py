@@ -103,6 +103,10 @@ class TensorMethodValue(Value):
     def describe(self) -> str:
         return f"method tensor.{self.name}"
 
+    def reconstruct(self, cg) -> None:
+        self.tensor.reconstruct(cg)
+        cg.append("LOAD_ATTR", self.name)
+
     def call(self, tx, args, kwargs):
         name = self.name
         if name in _DATA_DEPENDENT:

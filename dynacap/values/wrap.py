@@ -44,11 +44,16 @@ def wrap(tx, obj, source: Source | None) -> Value:
             else:
                 g.equals_match(source, obj)
         return ConstantValue(obj, source)
+    if type(obj) in (list, dict) and id(obj) in tx.ctx.containers:
+        return tx.ctx.containers[id(obj)]
     if type(obj) in (tuple, list):
         if source is not None:
             g.length(source, obj)
         items = [wrap(tx, x, ItemSource(source, i) if source is not None else None) for i, x in enumerate(obj)]
-        return (TupleValue if type(obj) is tuple else ListValue)(items, source)
+        value = (TupleValue if type(obj) is tuple else ListValue)(items, source)
+        if type(obj) is list:
+            tx.ctx.containers[id(obj)] = value
+        return value
     if type(obj) is dict:
         if not all(is_literal(k) for k in obj):
             raise GraphBreak("a dict with non-constant keys")
@@ -56,10 +61,24 @@ def wrap(tx, obj, source: Source | None) -> Value:
             g.type_match(source, obj)
             g.add("EQUALS_MATCH", source, "list({s}) == {keys}", f"keys of {source.expr()} == {list(obj)}",
                   keys=list(obj))
-        return DictValue({k: wrap(tx, v, ItemSource(source, k) if source is not None else None)
-                          for k, v in obj.items()}, source)
+        value = DictValue({k: wrap(tx, v, ItemSource(source, k) if source is not None else None)
+                           for k, v in obj.items()}, source)
+        tx.ctx.containers[id(obj)] = value
+        return value
+    value = _object_value(tx, obj, source)
     if source is not None:
-        g.id_match(source, obj)
+        if isinstance(value, ObjectValue):
+            # Plain objects are often made fresh per call: guard the type, and guard each
+            # attribute read through its own source.  Identity is then unknown.
+            g.type_match(source, obj)
+            value.identity_known = False
+        else:
+            g.id_match(source, obj)
+    return value
+
+
+def _object_value(tx, obj, source) -> Value:
+    """The value kind of a non-tensor, non-constant, non-container object."""
     if isinstance(obj, torch.nn.Module):
         return ModuleValue(obj, source)
     if isinstance(obj, types.FunctionType) and is_torch_object(obj):

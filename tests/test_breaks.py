@@ -1,0 +1,124 @@
+"""Graph breaks that resume capture: results equal eager, and graphs are kept around the break."""
+import sys
+
+import pytest
+import torch
+
+import dynacap
+from break_programs import PROGRAMS
+import break_programs as bp
+from differential import explain_captured, run_differential
+
+
+@pytest.mark.parametrize("name,fn,make_inputs", PROGRAMS, ids=[p[0] for p in PROGRAMS])
+def test_break_program_matches_eager(name, fn, make_inputs):
+    args, kwargs = make_inputs()
+    saved_scale = bp.SCALE
+    try:
+        run_differential(fn, *args, fresh_inputs=make_inputs, **kwargs)
+    finally:
+        bp.SCALE = saved_scale
+
+
+def test_print_mid_is_two_graphs_one_break(capsys):
+    x = bp.t(4)
+    out = explain_captured(bp.print_mid, x)
+    assert (out.graph_count, out.graph_break_count) == (2, 1), str(out)
+    assert "print" in out.break_reasons[0].reason
+    printed = capsys.readouterr().out
+    assert printed.count("p\n") == 2  # once for the eager reference, once under capture
+
+
+def test_tensor_branch_both_ways_repeatedly():
+    f = dynacap.optimize(bp.tensor_if, backend="eager")
+    for _ in range(3):
+        for x in (bp.t(4).abs(), -bp.t(4).abs()):
+            assert torch.equal(f(x), bp.tensor_if(x))
+    out = dynacap.explain(bp.tensor_if)(bp.t(4).abs())
+    assert out.graph_break_count == 1
+    assert "torch.where" in out.break_reasons[0].reason
+
+
+@pytest.mark.parametrize("fn,expected", [(bp.depth1, 2), (bp.f_calls_g, 2), (bp.depth3, 2)],
+                         ids=["depth1", "depth2", "depth3"])
+def test_nested_breaks_resume_inside_callees(fn, expected):
+    out = explain_captured(fn, bp.t(4))
+    assert out.graph_count == expected, str(out)
+    assert out.graph_break_count == 1
+    stack = out.break_reasons[0].user_stack
+    assert [fs.name for fs in stack][-1] == "h_prints"
+    assert all(fs.filename == bp.__file__ for fs in stack)
+
+
+@pytest.mark.parametrize("outer_grad", [True, False])
+def test_no_grad_break_grad_mode(outer_grad):
+    x = bp.t(4, grad=True)
+    f = dynacap.optimize(bp.no_grad_break, backend="eager")
+    with torch.set_grad_enabled(outer_grad):
+        expected = bp.no_grad_break(x)
+        got = f(x)
+        assert torch.is_grad_enabled() is outer_grad
+    assert got[2] == expected[2]
+    assert got[0].requires_grad == expected[0].requires_grad
+    assert got[1].requires_grad == expected[1].requires_grad
+    torch.testing.assert_close(got[0], expected[0])
+
+
+def test_exception_in_with_block_restores_grad_mode():
+    def f(x):
+        with torch.no_grad():
+            y = x * 2
+            bp.json.loads("{")
+            return y
+
+    g = dynacap.optimize(f, backend="eager")
+    with pytest.raises(ValueError):
+        g(bp.t(3, grad=True))
+    assert torch.is_grad_enabled()
+
+
+def test_break_reasons_name_file_and_line():
+    out = dynacap.explain(bp.several_breaks)(bp.t(4))
+    assert out.graph_break_count == 3
+    assert out.graph_count == 4
+    for reason in out.break_reasons:
+        top = reason.user_stack[-1]
+        assert top.filename == bp.__file__
+        assert "print" in (top.line or "")
+        assert f"{bp.__file__}:{top.lineno}" in str(out)
+
+
+def test_fullgraph_raises_at_first_break():
+    f = dynacap.optimize(bp.print_mid, backend="eager", fullgraph=True)
+    with pytest.raises(dynacap.Unsupported) as info:
+        f(bp.t(4))
+    assert f"{bp.__file__}:" in str(info.value)
+    assert "print" in str(info.value)
+
+
+def test_dead_locals_are_not_passed_to_resume():
+    out = dynacap.explain(bp.many_locals)(bp.t(4))
+    assert out.graph_count == 2
+    resume_inputs = [n.target for n in out.graphs[1].graph.nodes if n.op == "placeholder"]
+    assert not any("dead" in name for name in resume_inputs), resume_inputs
+    assert not any(name.endswith("_a") or name.endswith("_b") for name in resume_inputs), resume_inputs
+
+
+def test_eager_exception_traceback_points_at_user_line():
+    f = dynacap.optimize(bp.eager_part_raises, backend="eager")
+    with pytest.raises(ValueError) as info:
+        f(bp.t(4))
+    frames = [(fs.filename, fs.name) for fs in __import__("traceback").extract_tb(info.tb)]
+    assert (bp.__file__, "eager_part_raises") in frames
+
+
+def test_recursion_limit_not_hit_by_long_loop_with_break(capsys):
+    def loop(x, n):
+        for i in range(n):
+            x = x + 1
+            print(i)
+        return x
+
+    f = dynacap.optimize(loop, backend="eager")
+    torch.testing.assert_close(f(torch.zeros(2), 300), torch.full((2,), 300.0))
+    assert sys.getrecursionlimit() > 0
