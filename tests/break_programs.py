@@ -279,6 +279,57 @@ def assert_on_tensor(x):
     return y * 2
 
 
+def inplace_across_break(x):
+    x.add_(1)
+    print("mutated once")
+    x.mul_(2)
+    return x.sum()
+
+
+class Loud(nn.Module):
+    def forward(self, x):
+        print("loud layer")
+        return x * 2
+
+
+_SEQ = nn.Sequential(nn.Linear(4, 4), Loud(), nn.ReLU()).eval()
+
+
+def sequential_with_break(x):
+    return _SEQ(x) + 1
+
+
+def unknown_call_with_kwargs(x):
+    y = x.sigmoid()
+    text = json.dumps({"b": 1, "a": 2}, sort_keys=True)
+    return y * len(text)
+
+
+def int_of_tensor(x):
+    n = int(x.abs().sum()) + 1
+    return x * n
+
+
+def make_closure_program():
+    offset = torch.tensor(0.5)
+
+    def closure_break(x):
+        y = x + offset
+        print("closure")
+        return y * offset
+
+    return closure_break
+
+
+closure_break = make_closure_program()
+
+
+def format_tensor(x):
+    y = x.tanh()
+    label = f"{y.sum():.2f}"
+    return y, len(label)
+
+
 PROGRAMS = [
     ("print_mid", print_mid, lambda: ((t(4),), {})),
     ("tensor_if_pos", tensor_if, lambda: ((t(4).abs(),), {})),
@@ -313,4 +364,10 @@ PROGRAMS = [
     ("method_break", method_break, lambda: ((t(2, 3),), {})),
     ("return_in_with", return_in_with_after_break, lambda: ((t(4, grad=True),), {})),
     ("assert_on_tensor", assert_on_tensor, lambda: ((t(4),), {})),
+    ("inplace_across_break", inplace_across_break, lambda: ((t(4),), {})),
+    ("sequential_with_break", sequential_with_break, lambda: ((t(2, 4),), {})),
+    ("unknown_call_with_kwargs", unknown_call_with_kwargs, lambda: ((t(4),), {})),
+    ("int_of_tensor", int_of_tensor, lambda: ((t(4),), {})),
+    ("closure_break", closure_break, lambda: ((t(4),), {})),
+    ("format_tensor", format_tensor, lambda: ((t(4),), {})),
 ]

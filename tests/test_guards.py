@@ -125,9 +125,7 @@ def test_global_tensor_shape_change(restore_globals):
 
 
 def test_shadowing_a_builtin_with_a_global():
-    def uses_len(x, items):
-        return x * len(items)
-
+    """A global named like a builtin (`len`) defined after the capture: the NOT_PRESENT guard fails."""
     namespace = {}
     exec("def g(x, items):\n    return x * len(items)\n", namespace)
     g = namespace["g"]
@@ -136,7 +134,6 @@ def test_shadowing_a_builtin_with_a_global():
         namespace["len"] = lambda items: 10
 
     assert_recompiles(Probe(g), (t(2), [1, 2]), change)
-    assert uses_len(t(2), [1]).shape == (2,)
 
 
 # ---------------------------------------------------------------------------------------------------

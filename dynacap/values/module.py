@@ -100,6 +100,9 @@ class ModuleValue(Value):
             if len(args) != 1 or kwargs:
                 raise GraphBreak(f"{self.describe()} called with {len(args)} arguments (TypeError at run time)")
             value = args[0]
+            # No child's result is the CALL's result: a break inside one must not resume
+            # as if it were (see Tracer.direct_call).
+            tx.calling = False
             for child in self.iterate(tx):
                 value = child.call(tx, [value], {})
             return value
