@@ -70,6 +70,9 @@ class ModuleValue(Value):
             return wrap(tx, child, self._child_source("_modules", name))
         if name in d:
             return wrap(tx, d[name], AttrSource(self.source, name) if self.source is not None else None)
+        if isinstance(m, torch.nn.ModuleDict) and name in ("keys", "values", "items") \
+                and getattr(type(m), name) is getattr(torch.nn.ModuleDict, name):
+            return ModuleDictMethodValue(self, name)
         static = inspect.getattr_static(m, name, None)
         if isinstance(static, property):
             from .functions import UserFunctionValue
@@ -145,6 +148,30 @@ class ModuleValue(Value):
         if name in self.module.__dict__.get("_parameters", {}) or name in self.module.__dict__.get("_modules", {}):
             raise GraphBreak(f"assigning a parameter or submodule `{name}` on {self.describe()}")
         tx.record_setattr(self, name, value)
+
+
+class ModuleDictMethodValue(Value):
+    """``module_dict.keys`` / ``.values`` / ``.items`` (torch's own, not inlined): over the guarded children."""
+
+    def __init__(self, owner: ModuleValue, name: str):
+        self.owner = owner
+        self.name = name
+
+    def describe(self):
+        return f"method .{self.name} of {self.owner.describe()}"
+
+    def call(self, tx, args, kwargs):
+        from .containers import TupleValue
+
+        if args or kwargs:
+            raise GraphBreak(f"{self.describe()} takes no arguments (TypeError at run time)")
+        keys = self.owner.iterate(tx)  # guards the children's names
+        if self.name == "keys":
+            return TupleValue(keys)
+        children = [self.owner.getattr(tx, k.as_constant()) for k in keys]
+        if self.name == "values":
+            return TupleValue(children)
+        return TupleValue([TupleValue([k, c]) for k, c in zip(keys, children)])
 
 
 def _guard_layer_tensors(tx, m: torch.nn.Module, source) -> None:
