@@ -75,6 +75,8 @@ def _corpus_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--atol", type=float, default=1e-4, help="absolute tolerance vs eager (default: 1e-4)")
     p.add_argument("--isolate-compilers", action="store_true",
                    help="run each compiler in its own worker process (slower, fully independent)")
+    p.add_argument("--no-fork-server", action="store_true",
+                   help="start every worker as a fresh interpreter instead of forking a pre-warmed one")
     p.add_argument("--report-only", action="store_true", help="only rebuild the reports from --out/results.jsonl")
     p.add_argument("--no-progress", action="store_true", help="no progress output")
     return p
@@ -110,7 +112,7 @@ def corpus_main(args, argv) -> int:
                          memory_limit_mb=args.memory_limit, sample=args.sample, seed=args.seed,
                          resume=args.resume, scheduler=args.scheduler, repeat=args.repeat, rtol=args.rtol,
                          atol=args.atol, isolate_compilers=args.isolate_compilers,
-                         progress=not args.no_progress,
+                         progress=not args.no_progress, fork_server=not args.no_fork_server,
                          command="dynacap " + " ".join(shlex.quote(a) for a in argv))
     try:
         signal.signal(signal.SIGTERM, _on_sigterm)

@@ -47,11 +47,12 @@ EXPECTED = {
     "nondeterministic/counter.py::CallCounter": "nondeterministic",
     "nondeterministic/counter.py::ClockNoise": "nondeterministic",
 }
-#: cheap cases (no compile, or one small one) for the resume and Dask runs
+#: cheap cases for the resume and Dask runs; the 4th (a 3 s hang) keeps a
+#: one-job run busy long enough to be killed after three finished cases
 QUICK = ["crashes/exits.py::HardExit", "crashes/segv.py::Segfaulter", "eager_fails/broken.py::CtorRaises",
-         "import_fails/gpu_only.py::NeverLoads", "nondeterministic/counter.py::CallCounter",
-         "missing_dep/model.py::NeedsTheLibrary", "function_entry/fnlib/ops.py::gelu_residual",
-         "crashes/exits.py::SoftExit"]
+         "hangs/sleeper.py::Sleeper", "import_fails/gpu_only.py::NeverLoads",
+         "nondeterministic/counter.py::CallCounter", "missing_dep/model.py::NeedsTheLibrary",
+         "function_entry/fnlib/ops.py::gelu_residual", "crashes/exits.py::SoftExit"]
 
 
 def _statuses(out_dir, compiler):
@@ -68,6 +69,8 @@ def _quick_manifest(path):
         entry["function" if project == "function_entry" else "class"] = qual
         if qual == "gelu_residual":
             entry["args"] = [{"tensor": [4, 8]}, {"tensor": [4, 8]}]
+        if qual == "Sleeper":
+            entry["timeout"] = 3
         lines.append(json.dumps(entry))
     path.write_text("\n".join(lines) + "\n")
     return str(path)
@@ -122,7 +125,7 @@ def test_resume_after_kill(tmp_path):
     while time.time() < deadline:
         if results_file.exists() and len(read_records(str(results_file))) >= 3:
             break
-        time.sleep(0.1)
+        time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)          # the harness dies mid-run, no clean-up
     proc.wait()
     first = {r["id"]: r for r in read_records(str(results_file))}

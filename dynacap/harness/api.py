@@ -45,6 +45,7 @@ class CorpusOptions:
     progress: bool = True
     command: str | None = None
     allow_network: bool = False
+    fork_server: bool = True             # start workers from a pre-warmed zygote
 
     def compilers(self) -> list[str]:
         if self.compiler == "both":
@@ -72,7 +73,7 @@ def worker_config(opts: CorpusOptions, run_id: str) -> dict:
         "isolate_compilers": opts.isolate_compilers, "max_tries": opts.max_tries,
         "infer_budget_s": opts.infer_budget_s if opts.infer_budget_s is not None else min(30.0, opts.timeout / 3),
         "timing_budget_s": max(0.5, min(3.0, opts.timeout / 20)), "run_id": run_id,
-        "allow_network": opts.allow_network,
+        "allow_network": opts.allow_network, "fork_server": opts.fork_server,
     }
 
 

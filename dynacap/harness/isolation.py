@@ -12,6 +12,7 @@ caller does).
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
@@ -45,8 +46,11 @@ from dynacap.harness.worker import main
 main(sys.argv[2])
 """
 
-_LIVE: set = set()
+_LIVE: set = set()           # Popen objects or pids of running workers
 _LIVE_LOCK = threading.Lock()
+_ZYGOTE = None
+_ZYGOTE_FAILED = False
+_ZYGOTE_LOCK = threading.Lock()
 
 
 def kill_all() -> None:
@@ -55,6 +59,25 @@ def kill_all() -> None:
         procs = list(_LIVE)
     for p in procs:
         _kill_group(p)
+
+
+def get_zygote():
+    """The fork server of this process, started on first use; None if unavailable."""
+    global _ZYGOTE, _ZYGOTE_FAILED
+    with _ZYGOTE_LOCK:
+        if _ZYGOTE is not None and _ZYGOTE.alive():
+            return _ZYGOTE
+        if _ZYGOTE_FAILED:
+            return None
+        from .zygote import Zygote, ZygoteDied
+        home = tempfile.mkdtemp(prefix="dynacap-zygote-")
+        atexit.register(shutil.rmtree, home, True)
+        try:
+            _ZYGOTE = Zygote(PACKAGE_PARENT, sandbox.child_env(home), os.path.join(home, "zygote.log"))
+            atexit.register(_ZYGOTE.close)
+        except (ZygoteDied, OSError):
+            _ZYGOTE, _ZYGOTE_FAILED = None, True
+        return _ZYGOTE
 
 
 PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -92,15 +115,43 @@ def _read_events(path: str) -> list[dict]:
     return out
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def _kill_group(proc) -> None:
+    pid = proc if isinstance(proc, int) else proc.pid
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
+        os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
     try:
-        proc.kill()
-    except ProcessLookupError:
+        if isinstance(proc, int):
+            os.kill(pid, signal.SIGKILL)
+        else:
+            proc.kill()
+    except (ProcessLookupError, PermissionError):
         pass
+
+
+def _run_forked(z, task: str, env: dict, scratch: str, timeout_s: float):
+    """Run the worker as a child of the zygote; returns (rc, timed_out)."""
+    pid = z.spawn(task, env, scratch, os.path.join(scratch, "stdout.txt"), os.path.join(scratch, "stderr.txt"))
+    with _LIVE_LOCK:
+        _LIVE.add(pid)
+    try:
+        rc = z.wait(pid, timeout_s)
+        if rc is None and not z.alive():
+            _kill_group(pid)
+            from .zygote import ZygoteDied
+            raise ZygoteDied("zygote died while a case ran")
+        timed_out = rc is None
+        if timed_out:
+            _kill_group(pid)
+            rc = z.wait(pid, 30)
+            rc = -signal.SIGKILL if rc is None else rc
+        else:
+            _kill_group(pid)        # leftovers of the group (daemons the case started)
+        return rc, timed_out
+    finally:
+        with _LIVE_LOCK:
+            _LIVE.discard(pid)
 
 
 def run_worker(case: Case, phases: list[str], cfg: dict, prepared: dict | None,
@@ -113,6 +164,25 @@ def run_worker(case: Case, phases: list[str], cfg: dict, prepared: dict | None,
             json.dump(jsonable({"case": case.to_dict(), "phases": phases, "config": cfg,
                                 "prepared": prepared}), f)
         env = sandbox.child_env(scratch)
+        t0 = time.monotonic()
+        z = get_zygote() if cfg.get("fork_server", True) else None
+        rc = None
+        if z is not None:
+            from .zygote import ZygoteDied
+            try:
+                rc, timed_out = _run_forked(z, task, env, scratch, timeout_s)
+            except ZygoteDied:
+                rc = None
+                for name in ("events.jsonl", "stdout.txt", "stderr.txt"):
+                    try:
+                        os.unlink(os.path.join(scratch, name))
+                    except OSError:
+                        pass
+        if rc is not None:
+            return {"events": _read_events(os.path.join(scratch, "events.jsonl")), "rc": rc,
+                    "timed_out": timed_out, "elapsed_s": time.monotonic() - t0,
+                    "stderr": _tail(os.path.join(scratch, "stderr.txt")),
+                    "stdout": _tail(os.path.join(scratch, "stdout.txt"), 1500), "forked": True}
         with open(os.path.join(scratch, "stdout.txt"), "wb") as out, \
                 open(os.path.join(scratch, "stderr.txt"), "wb") as err:
             t0 = time.monotonic()
@@ -161,6 +231,7 @@ def run_case(case: Case, cfg: dict) -> dict:
             pending[:max(1, groups_limit - 1)]
         w = run_worker(case, phases, wcfg, prepared, timeout_s)
         workers += 1
+        launcher = "fork-server" if w.get("forked") else "subprocess"
         started = None
         for ev in w["events"]:
             if ev.get("event") == "sandbox":
@@ -192,7 +263,9 @@ def run_case(case: Case, cfg: dict) -> dict:
                 prepared = res
                 break
             pending.remove(ph)
-    return make_record(case, cfg, results, sandbox_info, time.time() - t_start, t_start, workers)
+    rec = make_record(case, cfg, results, sandbox_info, time.time() - t_start, t_start, workers)
+    rec["launcher"] = launcher
+    return rec
 
 
 def make_record(case: Case, cfg: dict, results: dict, sandbox_info, duration: float,
