@@ -118,7 +118,7 @@ def chain_code(levels: list, filename: str, name: str, lineno: int) -> types.Cod
     body: list = [Instr("RESUME", 0)]
     for depth, (fn, n_stack, live) in enumerate(levels):
         own_stack = n_stack - (1 if depth > 0 else 0)
-        names = [f"___l{depth}_s{i}" for i in range(own_stack)] + [f"___l{depth}_{n}" for n in live]
+        names = [f"___l{depth}_s{i}" for i in range(own_stack)] + [f"___l{depth}_v{i}" for i in range(len(live))]
         argnames.extend(names)
         if depth > 0:
             body.append(Instr("STORE_FAST", "___result"))
