@@ -119,6 +119,27 @@ def _store_subscr(tx, ins):
     setitem(tx, index, value)
 
 
+@handles("DELETE_SUBSCR")
+def _delete_subscr(tx, ins):
+    index = tx.pop()
+    container = tx.pop()
+    key = index.as_constant()
+    if isinstance(container, ListValue):
+        try:
+            container.items[key]
+        except (IndexError, TypeError) as e:
+            raise GraphBreak(f"`del` of item {key!r} of {container.describe()} ({type(e).__name__} at run time)")
+        container.mutate(tx, "`del` of an item")
+        del container.items[key]
+    elif isinstance(container, DictValue):
+        if key not in container.items:
+            raise GraphBreak(f"`del` of key {key!r} missing from {container.describe()} (KeyError at run time)")
+        container.mutate(tx)
+        del container.items[key]
+    else:
+        raise GraphBreak(f"`del` of an item of {container.describe()}")
+
+
 @handles("UNPACK_SEQUENCE")
 def _unpack_sequence(tx, ins):
     seq = tx.pop()
