@@ -212,6 +212,26 @@ def _aliases(result, inputs) -> dict:
     return found
 
 
+def _alias_groups(result) -> list:
+    """Paths of the result's tensors grouped by identity (``return y, y`` is one group of two)."""
+    groups: dict = {}
+
+    def walk(obj, path, depth=0):
+        if depth > 20:
+            return
+        if isinstance(obj, torch.Tensor):
+            groups.setdefault(id(obj), []).append(path)
+        elif isinstance(obj, (list, tuple)):
+            for i, x in enumerate(obj):
+                walk(x, f"{path}[{i}]", depth + 1)
+        elif isinstance(obj, dict):
+            for k, x in obj.items():
+                walk(x, f"{path}[{k!r}]", depth + 1)
+
+    walk(result, "result")
+    return sorted(g for g in groups.values() if len(g) > 1)
+
+
 def _container_aliases(result, inputs) -> dict:
     """For each list/dict in ``result``: the path of the input container it *is*, or None."""
     input_paths: dict = {}
@@ -309,6 +329,9 @@ def compare_outcomes(eager: Outcome, captured: Outcome, label: str, *, rtol=None
             c_alias = _aliases(captured.result, captured.inputs)
             assert c_alias == e_alias, \
                 f"{label}: returned tensors that are inputs differ (eager {e_alias}, captured {c_alias})"
+            e_groups, c_groups = _alias_groups(eager.result), _alias_groups(captured.result)
+            assert c_groups == e_groups, \
+                f"{label}: tensors returned more than once differ (eager {e_groups}, captured {c_groups})"
             e_alias = _container_aliases(eager.result, eager.inputs)
             c_alias = _container_aliases(captured.result, captured.inputs)
             assert c_alias == e_alias, \
