@@ -183,7 +183,13 @@ class CaptureContext:
 
 
 def run_without_capture(compiled):
-    """Wrap a compiled graph so frames inside it are never intercepted (and run at full speed)."""
+    """Wrap a compiled graph so frames inside it are never intercepted (and run at full speed).
+
+    A plain ``GraphModule.forward`` (the eager backend) is returned as is: its
+    frames are skipped by the hook anyway and the wrapper would cost more.
+    """
+    if isinstance(getattr(compiled, "__self__", None), torch.fx.GraphModule):
+        return compiled
 
     def run_graph(*args):
         previous = _C.set_callback(None)

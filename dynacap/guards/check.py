@@ -14,17 +14,6 @@ import torch
 from .guard import Guard, GuardSet
 
 
-def _check_tensor(t, spec) -> bool:
-    return (
-        type(t) is spec.type
-        and t.dtype is spec.dtype
-        and t.requires_grad is spec.requires_grad
-        and t.shape == spec.size
-        and t.stride() == spec.stride
-        and t.device == spec.device
-    )
-
-
 class CompiledGuard:
     """A cache entry's guard: callable as ``guard(L, G)`` by the hook."""
 
@@ -61,7 +50,6 @@ class CompiledGuard:
 
 def _scope(constants: dict, G) -> dict:
     scope = {
-        "___check_tensor": _check_tensor,
         "___grad_enabled": torch.is_grad_enabled,
         "B": _builtins.__dict__,
         "len": len,

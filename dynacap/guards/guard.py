@@ -103,13 +103,13 @@ class GuardSet:
         stride = tuple(t.stride())
         desc = (f"{source.expr()}: {type(t).__name__} {str(t.dtype).replace('torch.', '')}{list(size)} "
                 f"stride={list(stride)} device={t.device} requires_grad={t.requires_grad}")
-        self.add(
-            "TENSOR_MATCH",
-            source,
-            "___check_tensor({s}, {spec})",
-            desc,
-            spec=TensorSpec.of(t),
-        )
+        # One inline expression (no helper call): the tensor is read once through a walrus.
+        device = "{v}.is_cpu" if t.device.type == "cpu" else "{v}.device == {device}"
+        template = ("(type({v} := {s}) is {t} and {v}.dtype is {dtype} and {v}.requires_grad is "
+                    f"{t.requires_grad} and {{v}}.shape == {size!r} and {{v}}.stride() == {stride!r} "
+                    f"and {device})")
+        self.add("TENSOR_MATCH", source, template.replace("{v}", "{var}"), desc, spec=TensorSpec.of(t),
+                 var=_VARIABLE, t=type(t), dtype=t.dtype, device=t.device)
 
     def global_state(self) -> None:
         grad = torch.is_grad_enabled()
@@ -145,6 +145,13 @@ class TensorSpec:
             if got != want:
                 return f"{what} {got} != {want}"
         return None
+
+
+class _Name:
+    """A placeholder object: ``GuardSet.add`` gives it a unique name usable as a local variable."""
+
+
+_VARIABLE = _Name()
 
 
 def _short(obj) -> str:
