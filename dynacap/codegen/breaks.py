@@ -179,6 +179,9 @@ def _frame_level(frame: FrameAtBreak, keep: int, result_slots: list, resume_offs
     available = set(frame.checkpoint.locals) | (set(tracer.frame_values) - tracer.deleted if tracer.is_root else set())
     available |= {n for n, box in tracer.cells.items() if n in tracer.code.co_cellvars}
     live = tuple(sorted(n for n in names if n in available))
+    if not all(n.isidentifier() for n in live):
+        # e.g. pytest's rewritten asserts use locals named "@py_assert1": they cannot be parameters.
+        raise GraphBreak("a live local variable's name is not an identifier; it cannot be passed on")
     return Level(frame, layout, values, sum(1 for s in result_slots if s == resume.ARG), live, resume_offset)
 
 
