@@ -76,11 +76,15 @@ class ModuleValue(Value):
         static = inspect.getattr_static(m, name, None)
         if isinstance(static, property):
             from .functions import UserFunctionValue
+            from .objects import guard_class_attribute
 
+            guard_class_attribute(tx, self, m, name, static)
             return UserFunctionValue(static.fget).call(tx, [self], {})
         if inspect.isfunction(static):
             from .functions import BoundMethodValue, UserFunctionValue
+            from .objects import guard_class_attribute
 
+            guard_class_attribute(tx, self, m, name, static)
             return BoundMethodValue(UserFunctionValue(static), self)
         if isinstance(static, (staticmethod, classmethod)):
             raise GraphBreak(f"{type(static).__name__} `{name}` of {self.describe()}")
@@ -97,7 +101,16 @@ class ModuleValue(Value):
             if self.source is not None:
                 _guard_layer_tensors(tx, m, self.source)
             return tx.graph.call("call_module", m, args, kwargs, f"{type(m).__name__}")
+        if "forward" in m.__dict__:
+            # An instance attribute `forward` is what Module.__call__ runs.
+            from .wrap import wrap
+
+            source = AttrSource(self.source, "forward") if self.source is not None else None
+            return wrap(tx, m.__dict__["forward"], source).call(tx, args, kwargs)
         forward = type(m).forward
+        from .objects import guard_class_attribute
+
+        guard_class_attribute(tx, self, m, "forward", forward)
         if isinstance(m, torch.nn.Sequential) and forward is torch.nn.Sequential.forward:
             # torch's own Sequential.forward is not inlined (torch's files are skipped): run its loop here.
             if len(args) != 1 or kwargs:

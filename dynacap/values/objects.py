@@ -47,8 +47,10 @@ class ObjectValue(Value):
         if d is not None and name in d and not is_data_descriptor:
             return wrap(tx, d[name], AttrSource(self.source, name) if self.source is not None else None)
         if isinstance(static, property) and static.fget is not None:
+            guard_class_attribute(tx, self, self.obj, name, static)
             return UserFunctionValue(static.fget).call(tx, [self], {})
         if inspect.isfunction(static):
+            guard_class_attribute(tx, self, self.obj, name, static)
             return BoundMethodValue(UserFunctionValue(static), self)
         if static is _MISSING:
             if type(self.obj).__getattr__ if hasattr(type(self.obj), "__getattr__") else None:
@@ -69,3 +71,23 @@ class ObjectValue(Value):
 
 
 _MISSING = object()
+
+
+def guard_class_attribute(tx, value: Value, obj, name: str, attr) -> None:
+    """``obj.<name>`` resolved to the class attribute ``attr`` (a method or property).
+
+    Guard that the class still holds ``attr`` and that the instance does not
+    shadow it, so that patching either (``obj.run = ...``, ``Cls.run = ...``)
+    recompiles instead of inlining the old code.
+    """
+    source = value.source
+    if source is None:
+        return
+    if not name.isidentifier():
+        raise GraphBreak(f"attribute {name!r} of {value.describe()} is not an identifier")
+    if isinstance(getattr(obj, "__dict__", None), dict):
+        tx.guards.add("NOT_PRESENT", source, f"{name!r} not in {{s}}.__dict__",
+                      f"{name!r} not in {source.expr()}.__dict__")
+    label = getattr(attr, "__qualname__", None) or getattr(getattr(attr, "fget", None), "__qualname__", name)
+    tx.guards.add("ID_MATCH", source, f"type({{s}}).{name} is {{attr}}",
+                  f"type({source.expr()}).{name} is {label}", attr=attr)
