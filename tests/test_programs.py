@@ -773,17 +773,12 @@ def named_tuple_results(x):
     return top.values * 2, top.indices, mx.values + mx.indices
 
 
-@pytest.mark.xfail(reason="graph/builder.py wrap_result turns named-tuple results (torch.return_types.topk/max) "
-                          "into a plain TupleValue, so `.values`/`.indices` is a graph break", strict=True)
 def test_named_tuple_results_fully_captured():
     x = t(3, 4)
     run_differential(named_tuple_results, x)
     assert_fully_captured(named_tuple_results, x)
 
 
-@pytest.mark.xfail(reason="wrong result: graph/builder.py wrap_result turns a named-tuple result into a plain "
-                          "TupleValue; after the graph break on `.values` the resumed code gets a plain tuple and "
-                          "raises AttributeError: 'tuple' object has no attribute 'values'", strict=True)
 def test_named_tuple_results_match_eager():
     run_differential(named_tuple_results, t(3, 4))
 
@@ -1012,10 +1007,6 @@ def opaque_call_mutates_a_local_list(x):
     return items
 
 
-@pytest.mark.xfail(reason="wrong result: a list created in the frame and mutated by an instruction that runs eagerly "
-                          "at a graph break (list.sort(), operator.delitem(...)) is handed to the resume code as "
-                          "its pre-break symbolic contents: the mutation is lost (codegen/breaks, resume)",
-                   strict=True)
 @pytest.mark.parametrize("fn", [sorts_a_local_list, opaque_call_mutates_a_local_list])
 def test_eager_mutation_of_local_list_at_a_break(fn):
     run_differential(fn, t(2))

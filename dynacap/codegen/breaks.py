@@ -22,6 +22,7 @@ from ..errors import GraphBreak
 from ..interpreter.tracer import FrameAtBreak
 from ..source import LocalSource
 from ..values.base import NullValue
+from ..values.containers import DictValue, ListValue, SequenceValue
 from ..values.grad_mode import GradExitValue
 from . import resume
 from .emitter import Emitter
@@ -240,6 +241,7 @@ class BreakCodegen:
 
     def emit_values(self, cg: Emitter) -> None:
         """Everything rebuilt from the graph (used by the collecting pass as well)."""
+        self.share_containers(cg)
         for v in self.operands():
             v.reconstruct(cg)
         for _, inner, outers in self.branches():
@@ -248,6 +250,30 @@ class BreakCodegen:
                     v.reconstruct(cg)
                 for name in level.live:
                     local_value_emit(cg, level, name)
+
+    def share_containers(self, cg: Emitter) -> None:
+        """Build each list/dict made while tracing once, before the eager instruction can mutate it."""
+        seen: set[int] = set()
+
+        def visit(value):
+            if id(value) in seen:
+                return
+            seen.add(id(value))
+            if isinstance(value, (SequenceValue, DictValue)) and value.source is None:
+                children = value.items.values() if isinstance(value, DictValue) else value.items
+                for child in children:
+                    visit(child)
+                if isinstance(value, (ListValue, DictValue)):
+                    cg.share(value)
+
+        roots = list(self.operands())
+        for _, inner, outers in self.branches():
+            for level in [inner, *outers]:
+                roots.extend(level.stack_values)
+                roots.extend(v for name in level.live
+                             if (v := level.frame.checkpoint.locals.get(name)) is not None)
+        for value in roots:
+            visit(value)
 
     # -- the code --------------------------------------------------------------------------
     def build(self, side_effects, graph_call) -> types.CodeType:
@@ -263,6 +289,7 @@ class BreakCodegen:
             cg.append("CALL", len(inputs))
             cg.append("STORE_FAST", Emitter.GRAPH_OUT)
         emit_side_effects(cg, side_effects)
+        self.share_containers(cg)
         switch_grad = self.grad_at_break != self.initial_grad
         if switch_grad:
             self._set_grad(cg, self.grad_at_break)

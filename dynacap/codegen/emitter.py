@@ -24,6 +24,8 @@ class Emitter:
         self._needed_nodes: set = set()
         self.output_index = output_index or {}
         self.lineno = lineno
+        #: id(value) -> local holding the one runtime object built for it (see ``share``).
+        self.shared: dict[int, str] = {}
 
     def append(self, name: str, arg=_NO_ARG) -> None:
         instr = Instr(name) if arg is _NO_ARG else Instr(name, arg)
@@ -36,6 +38,26 @@ class Emitter:
             if self.lineno is not None:
                 instr.lineno = self.lineno
             self.instructions.append(instr)
+
+    def share(self, value) -> None:
+        """Build ``value`` once into a local, so every later use is the same runtime object.
+
+        Needed for lists/dicts made while tracing that are used in several
+        places across a graph break: the eager instruction may mutate them.
+        """
+        if id(value) in self.shared:
+            return
+        value.reconstruct(self)
+        name = f"___shared{len(self.shared)}"
+        self.append("STORE_FAST", name)
+        self.shared[id(value)] = name
+
+    def load_shared(self, value) -> bool:
+        name = self.shared.get(id(value))
+        if name is None:
+            return False
+        self.append("LOAD_FAST", name)
+        return True
 
     def load_const(self, value) -> None:
         self.append("LOAD_CONST", value)

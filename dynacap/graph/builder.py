@@ -166,6 +166,10 @@ class GraphBuilder:
                     items.append(ConstantValue(x))
                 else:
                     raise GraphBreak(f"an operation returned a {type(x).__name__} inside a sequence")
+            if type(fake) not in (tuple, list) and hasattr(type(fake), "__match_args__"):
+                from ..values.containers import StructSeqValue
+
+                return StructSeqValue(items, type(fake))
             return TupleValue(items)
         if fake is None:
             return ConstantValue(None)

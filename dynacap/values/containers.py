@@ -55,6 +55,8 @@ class SequenceValue(Value):
             # A mutated list from the frame was updated in place by the side-effect replay.
             cg.extend(self.source.emit())
             return
+        if cg.load_shared(self):
+            return
         for item in self.items:
             item.reconstruct(cg)
         cg.append("BUILD_TUPLE" if self.container_type is tuple else "BUILD_LIST", len(self.items))
@@ -69,6 +71,38 @@ class TupleValue(SequenceValue):
 
             return ContainerMethodValue(self, name)
         return super().getattr(tx, name)
+
+
+class StructSeqValue(TupleValue):
+    """A named result tuple of a torch operation (``torch.return_types.max``: ``.values``, ``.indices``)."""
+
+    def __init__(self, items, tuple_class: type, source=None):
+        super().__init__(items, source)
+        self.tuple_class = tuple_class
+
+    def python_type(self):
+        return self.tuple_class
+
+    def as_constant(self):
+        return self.tuple_class(tuple(i.as_constant() for i in self.items))
+
+    def getattr(self, tx, name):
+        fields = self.tuple_class.__match_args__
+        if name in fields:
+            return self.items[fields.index(name)]
+        return super().getattr(tx, name)
+
+    def reconstruct(self, cg):
+        if self.source is not None:
+            cg.extend(self.source.emit())
+            return
+        cg.append("PUSH_NULL")
+        cg.load_const(self.tuple_class)
+        for item in self.items:
+            item.reconstruct(cg)
+        cg.append("BUILD_TUPLE", len(self.items))
+        cg.append("PRECALL", 1)
+        cg.append("CALL", 1)
 
 
 class SizeValue(TupleValue):
@@ -177,6 +211,8 @@ class DictValue(Value):
     def reconstruct(self, cg):
         if self.source is not None:
             cg.extend(self.source.emit())
+            return
+        if cg.load_shared(self):
             return
         self.build(cg)
 
