@@ -447,6 +447,141 @@ def test_user_object_argument_identity():
     assert probe.compiles == 3
 
 
+# ---------------------------------------------------------------------------------------------------
+# Methods and properties resolved through a class, globals in containers and other modules.
+class Runner:
+    def run(self, x):
+        return x * 2
+
+    @property
+    def scale(self):
+        return 2.0
+
+
+class Doubler(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.helper(x) * 2
+
+    def helper(self, x):
+        return self.lin(x)
+
+
+def test_instance_shadows_method():
+    runner = Runner()
+
+    def fn(x):
+        return runner.run(x) * runner.scale
+
+    assert_recompiles(Probe(fn), (t(3),), lambda: setattr(runner, "run", lambda x: x * 3))
+
+
+@pytest.mark.parametrize("name, replacement", [
+    pytest.param("run", lambda self, x: x * 5, id="method"),
+    pytest.param("scale", property(lambda self: 7.0), id="property"),
+])
+def test_class_attribute_patched(name, replacement):
+    cls = type("RunnerCopy", (Runner,), {})
+    runner = cls()
+
+    def fn(x):
+        return runner.run(x) * runner.scale
+
+    assert_recompiles(Probe(fn), (t(3),), lambda: setattr(cls, name, replacement))
+
+
+def test_module_method_patched_on_class():
+    cls = type("DoublerCopy", (Doubler,), {})
+    model = cls()
+    assert_recompiles(module_probe(model), (t(3),), lambda: setattr(cls, "helper", lambda self, x: self.lin(x) + 1))
+
+
+@pytest.mark.parametrize("where", ["instance", "class"])
+def test_inlined_module_forward_patched(where):
+    cls = type("DoublerCopy", (Doubler,), {})
+    model = cls()
+
+    def fn(x):
+        return model(x) + 1
+
+    def change():
+        if where == "instance":
+            model.forward = lambda x: model.lin(x) * 4
+        else:
+            cls.forward = lambda self, x: self.lin(x) * 8
+
+    assert_recompiles(Probe(fn), (t(3),), change)
+
+
+ACTIVATION_TABLE = {"f": torch.tanh}
+SIZE_LIST = [1, 2]
+
+
+def reads_global_containers(x):
+    return ACTIVATION_TABLE["f"](x) * sum(SIZE_LIST)
+
+
+@pytest.mark.parametrize("change", [
+    pytest.param(lambda: ACTIVATION_TABLE.__setitem__("f", torch.sigmoid), id="dict_value"),
+    pytest.param(lambda: ACTIVATION_TABLE.__setitem__("g", torch.relu), id="dict_new_key"),
+    pytest.param(lambda: SIZE_LIST.append(5), id="list_append"),
+    pytest.param(lambda: SIZE_LIST.__setitem__(0, 10), id="list_item"),
+])
+def test_global_container_mutated(change):
+    saved = (dict(ACTIVATION_TABLE), list(SIZE_LIST))
+    try:
+        assert_recompiles(Probe(reads_global_containers), (t(3),), change)
+    finally:
+        ACTIVATION_TABLE.clear()
+        ACTIVATION_TABLE.update(saved[0])
+        SIZE_LIST[:] = saved[1]
+
+
+def test_global_of_another_module_and_module_attribute():
+    import types
+
+    namespace = {"torch": torch, "K": 3.0}
+    exec("def helper(x):\n    return x * K\n", namespace)
+    helper = namespace["helper"]
+    settings = types.ModuleType("settings")
+    settings.SCALE = 2.0
+
+    def fn(x):
+        return helper(x) + settings.SCALE
+
+    probe = Probe(fn)
+    assert_recompiles(probe, (t(3),), lambda: namespace.__setitem__("K", -1.0))
+    probe.check(t(3))
+    compiles = probe.compiles
+    settings.SCALE = 5.0
+    probe.check(t(3))
+    assert probe.compiles == compiles + 1
+
+
+def test_module_container_attributes_mutated():
+    class WithConfig(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.dims = [1, 2]
+            self.cfg = {"act": "relu"}
+            self.lin = nn.Linear(3, 3)
+
+        def forward(self, x):
+            y = self.lin(x) * sum(self.dims)
+            return torch.relu(y) if self.cfg["act"] == "relu" else torch.tanh(y)
+
+    model = WithConfig()
+    probe = module_probe(model)
+    assert_recompiles(probe, (t(3),), lambda: model.dims.append(3))
+    compiles = probe.compiles
+    model.cfg["act"] = "tanh"
+    probe.check(t(3))
+    assert probe.compiles == compiles + 1
+
+
 def helper_with_default(x, weight=2.0):
     return x * weight
 
