@@ -586,9 +586,6 @@ def helper_with_default(x, weight=2.0):
     return x * weight
 
 
-@pytest.mark.xfail(reason="interpreter/tracer.py inline_call binds an inlined function's default arguments "
-                          "as unguarded constants: changing helper.__defaults__ keeps the stale capture",
-                   strict=True)
 def test_inlined_function_defaults_change():
     def fn(x):
         return helper_with_default(x)

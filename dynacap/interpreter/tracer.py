@@ -308,6 +308,13 @@ class Tracer:
         self.ctx.module_tensors[key] = value
         return value
 
+    def _wrap_default(self, fn_value, name: str, param: inspect.Parameter, value) -> Value:
+        """A default argument: guarded through the function when it can be reached, else as a constant."""
+        from ..values.wrap import wrap
+
+        source = _default_source(fn_value, name, param)
+        return wrap(self, value, source) if source is not None else wrap_unsourced(self, value)
+
     def guard_module_state(self, module_value) -> None:
         if module_value.source is not None:
             from ..source import AttrSource
@@ -345,7 +352,7 @@ class Tracer:
             elif kind is inspect.Parameter.VAR_KEYWORD:
                 value = DictValue(dict(value))
             elif not isinstance(value, Value):
-                value = wrap_unsourced(self, value)
+                value = self._wrap_default(fn_value, name, params[name], value)
             child.locals[name] = value
         if code.co_freevars:
             if fn_value.closure_cells is not None:
@@ -361,6 +368,20 @@ class Tracer:
                     source = CellContentsSource(fn_value.source, i, name) if fn_value.source is not None else None
                     child.cells[name] = CellBox(source=source, raw=contents)
         return child.run()
+
+
+def _default_source(fn_value, name: str, param: inspect.Parameter):
+    """Where a default argument lives (``fn.__defaults__[i]`` / ``fn.__kwdefaults__[name]``), if reachable."""
+    from ..source import AttrSource, ItemSource
+
+    if fn_value.source is None:
+        return None
+    if param.kind is inspect.Parameter.KEYWORD_ONLY:
+        return ItemSource(AttrSource(fn_value.source, "__kwdefaults__"), name)
+    positional = [p for p in inspect.signature(fn_value.fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    with_defaults = [p.name for p in positional if p.default is not p.empty]
+    return ItemSource(AttrSource(fn_value.source, "__defaults__"), with_defaults.index(name))
 
 
 def _identity_of(value: Value):
