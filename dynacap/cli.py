@@ -100,8 +100,15 @@ def corpus_main(args, argv) -> int:
     from .harness.report import headline_lines, write_reports
     from .harness.results import read_records
     if args.report_only:
+        import json
         recs = read_records(os.path.join(args.out, "results.jsonl"))
-        summary = write_reports(args.out, recs, {"backend": args.backend, "fullgraph": args.fullgraph})
+        meta = {"backend": args.backend, "fullgraph": args.fullgraph}
+        try:
+            with open(os.path.join(args.out, "run.json"), encoding="utf-8") as f:
+                meta.update(json.load(f))
+        except (OSError, ValueError):
+            pass
+        summary = write_reports(args.out, recs, meta)
         print("\n".join(headline_lines(summary)))
         return 0
     if not args.paths:

@@ -74,8 +74,9 @@ def parse_break_message(msg: str) -> dict:
     if reason is None:
         first = next((x.strip() for x in lines if x.strip()), "graph break")
         reason = re.sub(r"^Graph break:?\s*", "", first)[:300]
-    if location is None:
-        files = re.findall(r'File "([^"]+)", line (\d+)', msg)
+    if location is None or "/_dynamo/" in location:
+        # the last frame of the user-code traceback outside the tracer itself
+        files = [f for f in re.findall(r'File "([^"]+)", line (\d+)', msg) if "/_dynamo/" not in f[0]]
         user = [f for f in files if "/torch/" not in f[0]]
         if user or files:
             f = (user or files)[-1]

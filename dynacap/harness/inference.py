@@ -117,7 +117,7 @@ def init_candidates(cls) -> tuple[list[inspect.Parameter], list[dict]]:
     if not req:
         return req, [{}]
     cands = []
-    for base in (16, 8, 4, 32, 64, 2, 3, 1):
+    for base in (16, 64, 32, 8, 4, 2, 3, 1):
         cands.append({p.name: guess_value(p.name, p.annotation, base) for p in req})
     return req, cands
 
@@ -129,9 +129,25 @@ def _refine_init(assign: dict, e: BaseException) -> list[dict]:
     out = []
     if re.search(r"'int' object is not (iterable|subscriptable)|object of type 'int' has no len", msg):
         for n in hit or names:
-            if isinstance(assign[n], int) and not isinstance(assign[n], bool):
+            v = assign[n]
+            if isinstance(v, int) and not isinstance(v, bool):
                 new = dict(assign)
-                new[n] = [assign[n], assign[n]]
+                new[n] = [v, v]
+                out.append(new)
+            elif not hit and isinstance(v, (list, tuple)) and v and all(
+                    isinstance(x, int) and not isinstance(x, bool) for x in v):
+                new = dict(assign)         # elements must be iterable too: nest
+                new[n] = [list(v), list(v)]
+                out.append(new)
+    m = re.search(r"unsupported operand type\(s\) for .*?: '(list|tuple)' and|"
+                  r"'(list|tuple)' object cannot be interpreted as an integer|"
+                  r"must be .*?int.*?not (list|tuple)", msg)
+    if m:
+        for n in hit or names:
+            v = assign[n]
+            if isinstance(v, (list, tuple)) and v:
+                new = dict(assign)
+                new[n] = v[0] if not isinstance(v[0], (list, tuple)) else list(v[0])
                 out.append(new)
     m = re.search(r"'(int|float|bool|str|list)' object has no attribute '(\w+)'", msg)
     if m:
@@ -167,8 +183,34 @@ def _refine_init(assign: dict, e: BaseException) -> list[dict]:
 
 
 # ---------------------------------------------------------------- forward
+def _size_hint(model: nn.Module) -> int | None:
+    """Input resolution a model declares (pytorchcv ``in_size``, timm ``pretrained_cfg``...)."""
+    for attr in ("in_size", "img_size", "image_size", "input_size", "input_resolution"):
+        v = getattr(model, attr, None)
+        if isinstance(v, int) and 8 <= v <= 1024:
+            return v
+        if isinstance(v, (tuple, list)) and v and all(isinstance(x, int) for x in v) and 8 <= v[-1] <= 1024:
+            return v[-1]
+    for attr in ("pretrained_cfg", "default_cfg"):
+        cfg = getattr(model, attr, None)
+        if isinstance(cfg, dict) and isinstance(cfg.get("input_size"), (tuple, list)):
+            v = cfg["input_size"]
+            if v and isinstance(v[-1], int) and 8 <= v[-1] <= 1024:
+                return v[-1]
+    return None
+
+
 def _first_layer_hint(model: nn.Module) -> dict | None:
-    """Shape hints from the first layer that constrains its input."""
+    """Shape hints: the model's declared input size, and the first layer that
+    constrains its input."""
+    hint = _layer_hint(model)
+    size = _size_hint(model)
+    if size:
+        hint = dict(hint or {"rank": 4}, size=size)
+    return hint
+
+
+def _layer_hint(model: nn.Module) -> dict | None:
     for m in model.modules():
         name = type(m).__name__
         if isinstance(m, (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d,
@@ -269,6 +311,8 @@ def forward_candidates(params: list[inspect.Parameter], hint: dict | None) -> li
     first_hint = hint
     for r in ranks:
         sizes = IMG_SIZES[:3] if r >= 4 else (32,)
+        if hint and hint.get("size") and r >= 4:
+            sizes = (hint["size"],) + tuple(x for x in sizes if x != hint["size"])
         for size in sizes:
             specs = []
             for i, k in enumerate(kinds):
@@ -379,17 +423,24 @@ def _refine_forward(specs: list, e: BaseException) -> list[list]:
     if m:
         got = int(m.group(3))
         add(_with_rank(s0, max(len(shape) + 1, got + 1 if got >= 0 else -got)))
-    if re.search(r"scalar type Long|Long, Int|expected scalar type (Long|Int)|must be Long|"
-                 r"only integer tensors|Expected tensor for argument #1 'indices'|"
-                 r"indices must be|IntTensor|LongTensor|integer tensor", msg):
+    is_int = s0.get("dtype", "float32").startswith(("int", "long"))
+    if not is_int and re.search(r"scalar type Long|Long, Int|expected scalar type (Long|Int)|must be Long|"
+                                r"only integer tensors|Expected tensor for argument #1 'indices'|"
+                                r"indices must be|IntTensor|LongTensor|integer tensor", msg):
         lead = shape[:2] if len(shape) >= 2 else [B, T]
         add(tensor_spec(lead, "int64", low=0, high=10))
     if re.search(r"index out of range|out of bounds|index \d+ is out of bounds", msg) and \
             s0.get("dtype", "float32").startswith(("int", "long")):
         add(dict(s0, high=2))
-    if re.search(r"should be the same|expected scalar type Float|found Long|found Int", msg) and \
-            s0.get("dtype", "float32").startswith(("int", "long")):
+    if is_int and re.search(r"should be the same|scalar type|found Long|found Int|Float|"
+                            r"not implemented for 'Long'", msg):
         add(tensor_spec(s0["tensor"], "float32"))
+    if len(shape) >= 3 and re.search(r"[Oo]utput size is too small|[Kk]ernel size can't be greater|"
+                                     r"smaller than kernel|[Pp]adding size should be less|"
+                                     r"must be (at least|greater)|too small", msg):
+        for sz in (64, 128, 224, 256):
+            if sz > shape[-1]:
+                add(dict(s0, tensor=shape[:-2] + [sz, sz] if len(shape) >= 4 else shape[:-1] + [sz]))
     if re.search(r"shape '\[.*\]' is invalid for input of size|Sizes of tensors must match|"
                  r"size mismatch", msg) and len(shape) == 4:
         for sz in IMG_SIZES:

@@ -83,11 +83,14 @@ def _import_once(case):
     return mod
 
 
-def import_module(case) -> tuple[object, list[str]]:
-    """Import the case's module; returns (module, names that were stubbed)."""
+def import_module(case, stubbed: list[str] | None = None) -> tuple[object, list[str]]:
+    """Import the case's module; returns (module, names that were stubbed).
+
+    ``stubbed`` (appended to as names get stubbed) still tells what was
+    stubbed when the import fails after all."""
     setup_path(case)
     finder = stubs.finder()
-    stubbed: list[str] = []
+    stubbed = [] if stubbed is None else stubbed
     for _ in range(MAX_STUBS + 1):
         before = set(sys.modules)
         try:

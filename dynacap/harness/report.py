@@ -62,7 +62,9 @@ def headline_lines(summary: dict) -> list[str]:
                    f"{_p(s['pct_projects_all_pass'])} of projects all-passing "
                    f"({s['projects_all_pass']}/{s['projects']}), "
                    f"{_p(s['pct_one_graph'])} captured as one graph ({s['one_graph']}/{s['cases']}; "
-                   f"{_p(s['pct_one_graph_runnable'])} of runnable)")
+                   f"{_p(s['pct_one_graph_runnable'])} of runnable)"
+                   + (f"; {s['ok_no_graph']} passing cases captured no graph (ran eagerly)"
+                      if s.get("ok_no_graph") else ""))
     return out
 
 

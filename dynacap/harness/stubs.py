@@ -86,6 +86,8 @@ class StubModule(types.ModuleType):
         self.__dynacap_stub__ = True
 
     def __getattr__(self, name):
+        if name == "__version__":
+            return "0.0.0"
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
         value = make_stub_class(f"{self.__name__}.{name}")

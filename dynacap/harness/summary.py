@@ -62,7 +62,7 @@ def compilers_of(records: list[dict]) -> list[str]:
 
 def summarize_compiler(records: list[dict], comp: str) -> dict:
     status = Counter()
-    runnable = ok = one = 0
+    runnable = ok = one = ok_no_graph = 0
     projects: dict[str, list[str]] = defaultdict(list)
     reasons: dict[str, dict] = {}
     graphs = Counter()
@@ -78,6 +78,7 @@ def summarize_compiler(records: list[dict], comp: str) -> dict:
             runnable += 1
         ok += st == OK
         one += _one_graph(r)
+        ok_no_graph += st == OK and r.get("graph_count") == 0
         if r.get("graph_count") is not None and st in (OK, "wrong_result"):
             graphs[graph_bucket(int(r["graph_count"]))] += 1
         fc = as_float(r.get("first_call_s"))
@@ -118,7 +119,7 @@ def summarize_compiler(records: list[dict], comp: str) -> dict:
     return {
         "compiler": comp, "cases": total, "runnable": runnable,
         "status": {s: status.get(s, 0) for s in STATUSES},
-        "ok": ok, "one_graph": one,
+        "ok": ok, "one_graph": one, "ok_no_graph": ok_no_graph,
         "pct_pass": _pct(ok, total), "pct_pass_runnable": _pct(ok, runnable),
         "pct_one_graph": _pct(one, total), "pct_one_graph_runnable": _pct(one, runnable),
         "projects": len(projects), "projects_all_pass": all_pass,

@@ -146,28 +146,101 @@ _STRINGS = {"activation": "relu", "act": "relu", "act_fn": "relu", "hidden_act":
             "position_embedding_type": "absolute"}
 
 
+_NO = object()
+
+
+def _ann_str(annotation: Any) -> str:
+    if annotation is None or annotation is Any:
+        return ""
+    try:
+        import inspect
+        if annotation is inspect.Parameter.empty:
+            return ""
+    except Exception:  # noqa: BLE001
+        pass
+    if isinstance(annotation, type) and not getattr(annotation, "__args__", None):
+        return annotation.__name__.lower()
+    s = str(annotation).lower().replace("typing.", "").replace(" ", "")
+    return s.replace("<class'", "").replace("'>", "")
+
+
+def _split_top(s: str) -> list[str]:
+    out, depth, cur = [], 0, ""
+    for ch in s:
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+            continue
+        depth += ch == "["
+        depth -= ch == "]"
+        cur += ch
+    if cur:
+        out.append(cur)
+    return out
+
+
+def _from_annotation(ann: str, name: str, base: int) -> Any:
+    """A value fitting a (lower-cased, typing-stripped) annotation string, or _NO."""
+    if ann.startswith("optional[") and ann.endswith("]"):
+        ann = ann[len("optional["):-1]
+    if "|" in ann and "[" not in ann:
+        parts = [p for p in ann.split("|") if p != "none"]
+        ann = parts[0] if parts else ""
+    if ann.startswith("union[") and ann.endswith("]"):
+        parts = [p for p in _split_top(ann[len("union["):-1]) if p != "none" and p != "nonetype"]
+        ann = parts[0] if parts else ""
+    if ann == "bool":
+        return _guess_bool(name)
+    if ann == "float":
+        return _guess_float(name)
+    if ann == "str":
+        return _STRINGS.get(name.lower().lstrip("_"), "relu")
+    if ann == "int":
+        return _SMALL_INT.get(name.lower().lstrip("_"), base)
+    for prefix in ("list[", "sequence[", "iterable[", "tuple["):
+        if ann.startswith(prefix) and ann.endswith("]"):
+            inner = _split_top(ann[len(prefix):-1])
+            if prefix == "tuple[" and inner and inner[-1] != "...":
+                vals = [_from_annotation(x, "", base) for x in inner]
+                vals = [base if v is _NO else v for v in vals]
+                return tuple(vals)
+            elem = _from_annotation(inner[0] if inner else "int", "", base)
+            elem = base if elem is _NO else elem
+            return [elem, elem] if prefix != "tuple[" else (elem, elem)
+    if ann in ("list", "sequence", "tuple"):
+        return [base, base]
+    return _NO
+
+
+def _guess_bool(n: str) -> bool:
+    return n.lower().lstrip("_") in _BOOL_TRUE
+
+
+def _guess_float(n: str) -> float:
+    n = n.lower().lstrip("_")
+    if _FLOAT_EPS.search(n):
+        return 1e-5
+    if _FLOAT_ZERO.search(n):
+        return 0.0
+    return 1.0 if _FLOAT_ONE.search(n) or not n else 0.5
+
+
 def guess_value(name: str, annotation: Any = None, base: int = 16) -> Any:
     """A plausible value for a required argument or config attribute ``name``."""
     n = name.lower().lstrip("_")
-    ann = annotation if isinstance(annotation, type) else None
-    ann_s = str(annotation).lower() if annotation not in (None, Any) else ""
-    if ann is bool or ann_s == "bool" or n in _BOOL_FALSE:
-        return n in _BOOL_TRUE
-    if n in _BOOL_TRUE or n.startswith(("use_", "is_", "has_", "with_", "enable_", "do_")):
-        return n in _BOOL_TRUE
-    if ann is str or ann_s == "str" or n in _STRINGS:
-        return _STRINGS.get(n, "relu")
-    if _FLOAT_EPS.search(n):
-        return 1e-5
-    if ann is float or ann_s == "float" or _FLOAT_ZERO.search(n) or _FLOAT_ONE.search(n):
-        if _FLOAT_ZERO.search(n):
-            return 0.0
-        return 1.0 if _FLOAT_ONE.search(n) or ann is float else 0.5
+    ann_s = _ann_str(annotation)
+    if ann_s:
+        v = _from_annotation(ann_s, n, base)
+        if v is not _NO:
+            return v
+    if n in _BOOL_FALSE or n in _BOOL_TRUE or n.startswith(("use_", "is_", "has_", "with_", "enable_", "do_")):
+        return _guess_bool(n)
+    if n in _STRINGS:
+        return _STRINGS[n]
+    if _FLOAT_EPS.search(n) or _FLOAT_ZERO.search(n) or _FLOAT_ONE.search(n):
+        return _guess_float(n)
     if n in _SMALL_INT:
         return _SMALL_INT[n]
-    if ann in (tuple, list) or ann_s.startswith(("tuple", "list", "typing.tuple", "typing.list",
-                                                 "sequence", "typing.sequence")):
-        return [base, base]
     if n.endswith(("_dims", "_sizes", "_channels_list", "channels_list", "_shape", "depths",
                    "dims_list", "hidden_dims", "hidden_sizes", "hidden_layers", "layer_sizes",
                    "filters", "features_list", "blocks", "num_layers_list")):

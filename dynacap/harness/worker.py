@@ -77,7 +77,7 @@ class CaseRunner:
         from . import loader
         if self.target is not None:
             return
-        self.module, self.stubbed = loader.import_module(self.case)
+        self.module, _ = loader.import_module(self.case, self.stubbed)
         self.target = loader.resolve(self.module, self.case.qualname)
         if self.case.data:
             import torch
