@@ -55,17 +55,19 @@ class OptimizedModule(torch.nn.Module):
         super().__init__()
         object.__setattr__(self, "_orig_mod", mod)
         object.__setattr__(self, "_dynacap_ctx", ctx)
+        object.__setattr__(self, "_dynacap_entry", _module_entry(mod))
 
     def forward(self, *args, **kwargs):
-        return hook.call_with_callback(self._dynacap_ctx.callback, self._orig_mod, *args, **kwargs)
+        return hook.call_with_callback(self._dynacap_ctx.callback, self._dynacap_entry, self._orig_mod,
+                                       *args, **kwargs)
 
     def __getattr__(self, name):
-        if name in ("_orig_mod", "_dynacap_ctx"):
+        if name in ("_orig_mod", "_dynacap_ctx", "_dynacap_entry"):
             return self.__dict__[name]
         return getattr(self.__dict__["_orig_mod"], name)
 
     def __setattr__(self, name, value):
-        if name in ("_orig_mod", "_dynacap_ctx"):
+        if name in ("_orig_mod", "_dynacap_ctx", "_dynacap_entry"):
             object.__setattr__(self, name, value)
         else:
             setattr(self._orig_mod, name, value)
@@ -124,6 +126,26 @@ class OptimizedModule(torch.nn.Module):
     def requires_grad_(self, requires_grad: bool = True):
         self._orig_mod.requires_grad_(requires_grad)
         return self
+
+
+def _module_entry(mod: torch.nn.Module):
+    """The function an ``OptimizedModule`` calls its module through.
+
+    A user module is called directly: ``Module.__call__`` runs its hooks
+    eagerly and the hook captures ``forward``.  A module whose ``forward``
+    is torch's own (``nn.Sequential``, a bare layer) would never be
+    captured that way (torch's files are skipped), so it is called from a
+    small generated function, one per wrapper, whose frame the hook captures.
+    """
+    from .interpreter.skipfiles import is_skipped_file
+
+    forward = getattr(type(mod).forward, "__code__", None)
+    if forward is None or not is_skipped_file(forward.co_filename):
+        return lambda module, *args, **kwargs: module(*args, **kwargs)
+    namespace: dict = {}
+    source = "def module_entry(module, /, *args, **kwargs):\n    return module(*args, **kwargs)\n"
+    exec(compile(source, f"<optimized {type(mod).__name__}>", "exec"), namespace)
+    return namespace["module_entry"]
 
 
 def disable(fn):

@@ -254,9 +254,6 @@ def test_optimize_module_with_kwargs_and_submodule_call():
     assert_same(model(x, y=y), opt(x, y=y))
 
 
-@pytest.mark.xfail(reason="optimize.py OptimizedModule.forward enters the module through torch's own "
-                          "Module.__call__/Sequential.forward frames, which are skipped files: a top-level "
-                          "torch container (nn.Sequential) is never captured (0 graphs)", strict=True)
 def test_optimize_sequential_is_captured():
     model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
     backend = CountingBackend()
