@@ -54,17 +54,24 @@ class ExplainOutput:
 
 def explain(fn):
     """``explain(fn)(*args, **kwargs)`` runs ``fn`` once under fresh capture and returns an ``ExplainOutput``."""
+    import torch
+
     from .backends import eager
-    from .optimize import reset, unwrap
+    from .optimize import _module_entry, reset, unwrap
 
     target = unwrap(fn)
+    if isinstance(target, torch.nn.Module):
+        entry = _module_entry(target)
+        call = lambda *args, **kwargs: entry(target, *args, **kwargs)  # noqa: E731
+    else:
+        call = target
 
     def run(*args, **kwargs):
         record = CaptureRecord()
         ctx = CaptureContext(eager, record=record)
         reset()
         try:
-            result = hook.call_with_callback(ctx.callback, target, *args, **kwargs)
+            result = hook.call_with_callback(ctx.callback, call, *args, **kwargs)
         finally:
             reset()
         return ExplainOutput(record.graphs, record.break_reasons, record.guards, record.compile_times, result)
