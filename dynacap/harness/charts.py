@@ -31,7 +31,8 @@ def hbar(rows: list[tuple[str, dict]], series: list[str], title: str, width: int
            f'<text x="4" y="16" font-size="13" font-weight="bold">{escape(title)}</text>']
     y = 30
     for label, d in rows:
-        short = label if len(label) <= 48 else label[:45] + "..."
+        n = max(10, int(label_w / 6.3))
+        short = label if len(label) <= n else label[:n - 3] + "..."
         out.append(f'<text x="{label_w - 6}" y="{y + group_h / 2}" text-anchor="end">'
                    f'<title>{escape(label)}</title>{escape(short)}</text>')
         for i, s in enumerate(series):
@@ -117,10 +118,10 @@ def stacked(rows: list[tuple[str, dict]], order: list[str], title: str, width: i
                            f'{100 * v / total:.0f}%</text>')
             x += w
         y += bar_h + 10
-    x = label_w
+    x = 10
     for s in order:
         out.append(f'<rect x="{x}" y="{y + 2}" width="10" height="10" fill="{color(s)}"/>'
                    f'<text x="{x + 13}" y="{y + 11}">{escape(s)}</text>')
-        x += 82
+        x += 24 + 6.5 * len(s)
     out.append("</svg>")
     return "".join(out)

@@ -74,6 +74,13 @@ def parse_break_message(msg: str) -> dict:
     if reason is None:
         first = next((x.strip() for x in lines if x.strip()), "graph break")
         reason = re.sub(r"^Graph break:?\s*", "", first)[:300]
+    # keep the specific cause; the generic framing goes to the detail
+    m = re.match(r"Encountered graph break when attempting to trace (\w+)[^:]*:.*?:\s*(.+)$", reason)
+    if m:
+        reason, detail = m.group(2), f"while tracing {m.group(1)}" + (f"; {detail}" if detail else "")
+    m = re.match(r"Failed to handle graph break gracefully\..*?Graph break encountered:\s*(.+)$", reason)
+    if m:
+        reason = f"{m.group(1)} (frame skipped, ran eagerly)"
     if location is None or "/_dynamo/" in location:
         # the last frame of the user-code traceback outside the tracer itself
         files = [f for f in re.findall(r'File "([^"]+)", line (\d+)', msg) if "/_dynamo/" not in f[0]]
