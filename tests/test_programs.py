@@ -929,6 +929,113 @@ def breaks_inside_callee(x):
     return z * y
 
 
+def helper_prints(v, k=1):
+    w = v + k
+    print("helper", k)
+    return w * 2
+
+
+def break_in_loop_body(x):
+    out = []
+    for i in range(3):
+        x = x * 2
+        print("iter", i)
+        out.append(x.sum())
+    return x, out
+
+
+def break_in_callee_with_live_locals(x):
+    a = x * 3
+    b = [a, 1]
+    c = helper_prints(a, k=2) + b[0]
+    return c, b
+
+
+def break_inside_no_grad(x, w):
+    with torch.no_grad():
+        y = x * w
+        print("inside no_grad")
+        z = y * w
+    return z + x * w
+
+
+def several_breaks(x):
+    x = x + 1
+    print("first")
+    x = x * 2
+    s = x.sum().item()
+    x = x - s
+    print("second", round(s, 3))
+    return x
+
+
+class DataBranch(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(3, 3)
+        self.b = nn.Linear(3, 3)
+
+    def forward(self, x):
+        h = self.a(x)
+        if h.sum() > 0:
+            h = h * 2
+        return self.b(h)
+
+
+DATA_BRANCH = DataBranch()
+
+
+def break_with_live_dict(x):
+    d = {"a": x, "b": [x * 2]}
+    print("dict")
+    d["c"] = d["a"] + 1
+    d["b"].append(3)
+    return d
+
+
+SIDE = None
+
+
+def break_between_global_writes(x):
+    global SIDE
+    SIDE = x * 2
+    print("between")
+    SIDE = SIDE + 1
+    return SIDE
+
+
+def return_at_break_inside_loop(x):
+    for i in range(5):
+        if i == 2:
+            print("returning")
+            return x * i
+        x = x + 1
+    return x
+
+
+def break_between_inplace_updates(x):
+    x.add_(1)
+    print("between updates")
+    x.mul_(2)
+    return x
+
+
+def item_in_while_condition(x):
+    n = 0
+    while x.sum().item() < 10 and n < 20:
+        x = x + 1
+        n += 1
+    return x, n
+
+
+def iterate_tensor_with_data_branch(x):
+    total = 0
+    for v in x:
+        if v > 0:
+            total = total + v
+    return total
+
+
 class DoubledLinear(nn.Linear):
     def forward(self, x):
         return super().forward(x) * 2
@@ -992,6 +1099,18 @@ PARTIAL = [
     pytest.param(breaks_inside_callee, lambda: (t(3),), id="break_inside_callee"),
     pytest.param(calls_super_forward, lambda: (t(2, 4),), id="super_forward_and_layer_subclass"),
     pytest.param(creates_user_object, lambda: (t(3),), id="creates_user_object"),
+    pytest.param(break_in_loop_body, lambda: (t(3),), id="break_in_loop_body"),
+    pytest.param(break_in_callee_with_live_locals, lambda: (t(3),), id="break_in_callee_with_live_locals"),
+    pytest.param(break_inside_no_grad, lambda: (t(3), t(3, seed=1).requires_grad_()), id="break_inside_no_grad"),
+    pytest.param(several_breaks, lambda: (t(3),), id="several_breaks"),
+    pytest.param(DATA_BRANCH, lambda: (t(2, 3),), id="module_data_branch_a"),
+    pytest.param(DATA_BRANCH, lambda: (-t(2, 3),), id="module_data_branch_b"),
+    pytest.param(break_with_live_dict, lambda: (t(3),), id="break_with_live_dict"),
+    pytest.param(break_between_global_writes, lambda: (t(3),), id="break_between_global_writes"),
+    pytest.param(return_at_break_inside_loop, lambda: (t(3),), id="return_at_break_inside_loop"),
+    pytest.param(break_between_inplace_updates, lambda: (t(3),), id="break_between_inplace_updates"),
+    pytest.param(item_in_while_condition, lambda: (t(3),), id="item_in_while_condition"),
+    pytest.param(iterate_tensor_with_data_branch, lambda: (t(4),), id="iterate_tensor_with_data_branch"),
 ]
 
 
