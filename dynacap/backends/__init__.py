@@ -39,6 +39,12 @@ def lookup_backend(backend) -> Callable:
 
 @register_backend
 def eager(gm: torch.fx.GraphModule, example_inputs):
+    # The generated forward reads parameters and layers as `self.<name>`. Plain instance
+    # attributes (the same objects, still registered) skip nn.Module.__getattr__ on every
+    # call.  Only here: backends that swap parameters (AOTAutograd) must see the registered ones.
+    for name, _ in [*gm.named_parameters(recurse=False), *gm.named_buffers(recurse=False),
+                    *gm.named_children()]:
+        gm.__dict__[name] = getattr(gm, name)
     return gm.forward
 
 

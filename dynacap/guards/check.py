@@ -66,8 +66,42 @@ def compile_guards(guard_set: GuardSet, builtins_dict: dict | None = None) -> Co
         scope["B"] = builtins_dict
     for g in guards:
         scope.update(g.constants)
-    body = " and ".join(f"({g.expr})" for g in guards) or "True"
+    body = " and ".join(f"({e})" for e in _share_prefixes(guards)) or "True"
     source = f"def ___guard(L, G):\n    try:\n        return {body}\n    except Exception:\n        return False\n"
     namespace: dict = {}
     exec(compile(source, "<dynacap guard>", "exec"), scope, namespace)
     return CompiledGuard(guards, namespace["___guard"], source)
+
+
+def _share_prefixes(guards: list[Guard]) -> list[str]:
+    """The guard expressions, with each identity- or type-checked source read once.
+
+    ``L['self']._modules['a']`` is checked by identity before
+    ``L['self']._modules['a']._parameters['w']``; the first check stores the
+    object in a local (``:=``) and later expressions start from it instead
+    of walking the chain from the root again.  Guards run in order, so a
+    local is always assigned before it is used.
+    """
+    known: list[tuple[str, str]] = []  # (source expression, local), longest first
+    out = []
+    for g in guards:
+        expr = g.expr
+        for prefix, var in known:
+            expr = expr.replace(prefix + ".", var + ".").replace(prefix + "[", var + "[")
+        if g.source is not None and g.kind in ("ID_MATCH", "TYPE_MATCH"):
+            src = g.source.expr()
+            reduced = src
+            for prefix, var in known:
+                reduced = reduced.replace(prefix + ".", var + ".").replace(prefix + "[", var + "[")
+            var = f"___s{len(known)}"
+            if g.kind == "ID_MATCH" and expr.startswith(reduced + " is "):
+                expr = f"({var} := {reduced}) is " + expr[len(reduced) + 4:]
+            elif g.kind == "TYPE_MATCH" and expr.startswith(f"type({reduced}) is "):
+                expr = f"type({var} := {reduced}) is " + expr[len(f"type({reduced}) is "):]
+            else:
+                out.append(expr)
+                continue
+            known.append((src, var))
+            known.sort(key=lambda kv: -len(kv[0]))
+        out.append(expr)
+    return out

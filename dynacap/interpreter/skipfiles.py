@@ -32,3 +32,11 @@ def is_skipped_file(filename: str) -> bool:
     if path.startswith(_STDLIB_DIRS) and not path.startswith(_SITE_DIRS):
         return True
     return any(path.startswith(p) for p in config.skip_prefixes)
+
+
+_LAYER_DIR = os.path.join(_TORCH_DIR, "nn", "modules") + os.sep
+
+
+def is_layer_file(filename: str) -> bool:
+    """A file of torch's built-in layers, whose forwards may be inlined (never captured as frames)."""
+    return os.path.abspath(filename).startswith(_LAYER_DIR)

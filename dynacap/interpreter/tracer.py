@@ -27,6 +27,7 @@ from ..graph import GraphBuilder
 from ..guards import GuardSet
 from ..source import BuiltinSource, GlobalSource, LocalSource, ModuleGlobalSource
 from ..values.base import Value
+from .skipfiles import is_layer_file
 
 #: opname -> handler(tracer, instruction); filled by the ``ops_*`` modules.
 HANDLERS: dict = {}
@@ -133,6 +134,8 @@ class TraceContext:
     initial_grad: bool = True
     #: Set when a closure over one of the root frame's cells was created (cells cannot be passed on).
     made_closure: bool = False
+    #: >0 while a built-in torch.nn layer's forward is being inlined (see values.module._inline_layer).
+    library_depth: int = 0
 
 
 class Tracer:
@@ -261,6 +264,9 @@ class Tracer:
         if override is not None:
             return override
         if name in self.f_globals:
+            if self.ctx.library_depth and is_layer_file(self.code.co_filename):
+                # torch's own module globals (F, init...) are fixed: no guard needed.
+                return wrap(self, self.f_globals[name], None)
             return wrap(self, self.f_globals[name], self.global_source(name))
         builtins_dict = ctx.f_builtins
         if name in builtins_dict:
@@ -326,7 +332,7 @@ class Tracer:
         """Interpret a user function's bytecode in a child tracer and return its result."""
         from ..source import CellContentsSource
         from ..values.containers import DictValue, TupleValue
-        from .skipfiles import is_skipped_file
+        from .skipfiles import is_layer_file, is_skipped_file
 
         fn = fn_value.fn
         code = fn.__code__
@@ -334,7 +340,8 @@ class Tracer:
             raise GraphBreak(f"calls nested deeper than config.inline_depth_limit={config.inline_depth_limit}")
         if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
             raise GraphBreak(f"calling generator/coroutine function {fn.__qualname__} is not supported yet")
-        if getattr(fn, "_dynacap_disabled", False) or is_skipped_file(code.co_filename):
+        library = self.ctx.library_depth > 0 and is_layer_file(code.co_filename)
+        if getattr(fn, "_dynacap_disabled", False) or (is_skipped_file(code.co_filename) and not library):
             raise GraphBreak(f"call to {fn.__qualname__}, which dynacap does not capture "
                              f"({'dynacap.disable' if getattr(fn, '_dynacap_disabled', False) else 'skipped file'})")
         try:

@@ -97,6 +97,9 @@ class ModuleValue(Value):
         if m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or _global_hooks():
             raise GraphBreak(f"{self.describe()} has forward/backward hooks; it is called eagerly")
         if is_builtin_layer(m):
+            inlined = _inline_layer(tx, self, args, kwargs)
+            if inlined is not None:
+                return inlined
             tx.guard_module_state(self)
             if self.source is not None:
                 _guard_layer_tensors(tx, m, self.source)
@@ -185,6 +188,39 @@ class ModuleDictMethodValue(Value):
         if self.name == "values":
             return TupleValue(children)
         return TupleValue([TupleValue([k, c]) for k, c in zip(keys, children)])
+
+
+def _inline_layer(tx, layer: ModuleValue, args, kwargs):
+    """Inline a built-in layer's ``forward`` (``Linear`` becomes ``F.linear`` on its parameters).
+
+    A flat graph of functional calls is cheaper to run than ``call_module``
+    nodes (each one an ``nn.Module.__call__``).  This is speculative: if the
+    forward hits anything not captured, the nodes it added are rolled back
+    and the caller records the layer as one ``call_module`` node instead.
+    Returns None in that case.
+    """
+    m = layer.module
+    forward = type(m).forward
+    if "forward" in m.__dict__ or not inspect.isfunction(forward):
+        return None
+    from .functions import UserFunctionValue
+
+    ctx = tx.ctx
+    nodes, effects, mutations = len(ctx.graph.created), len(ctx.side_effects), ctx.mutations
+    grad = torch.is_grad_enabled()
+    ctx.library_depth += 1
+    try:
+        return UserFunctionValue(forward).call(tx, [layer, *args], kwargs)
+    except GraphBreak:
+        if ctx.mutations != mutations:
+            raise
+        ctx.graph.rollback(nodes)
+        del ctx.side_effects[effects:]
+        torch._C._set_grad_enabled(grad)
+        tx.calling = False
+        return None
+    finally:
+        ctx.library_depth -= 1
 
 
 def _guard_layer_tensors(tx, m: torch.nn.Module, source) -> None:
