@@ -461,9 +461,6 @@ def test_exception_propagates_unchanged():
         captured(t(3))
 
 
-@pytest.mark.xfail(reason="a `raise` inside an inlined callee (graph break) runs in generated code of the caller: "
-                          "the traceback shows the caller's frame twice and loses the callee's frame "
-                          "(codegen/resume, capture.py)", strict=True)
 def test_exception_traceback_keeps_user_frames():
     with pytest.raises(ValueError) as info:
         dynacap.optimize(raising_entry, backend="eager")(t(4))

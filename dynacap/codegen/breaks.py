@@ -142,6 +142,10 @@ def plan_levels(frames: list[FrameAtBreak]) -> list[int]:
         if any(resumable_at(f, eager=False) is not None for f in chain[:-1]):
             continue
         if j > 0:
+            if chain[-1].instruction.opname == "RAISE_VARARGS":
+                # Raising from generated code would hide the callee's frame in the traceback:
+                # let the call run eagerly so the real frames raise.
+                continue
             if any(f.instruction.opname not in ("CALL", "CALL_FUNCTION_EX") for f in chain[:-1]):
                 continue
             if not all(chain[i + 1].tracer.direct_call for i in range(j)):
