@@ -547,6 +547,37 @@ m_set_callback(PyObject *module, PyObject *callback)
     return previous != NULL ? previous : Py_NewRef(Py_None);
 }
 
+/* call_with_callback(callback, fn, *args, **kwargs): fn(*args, **kwargs) with this thread's
+ * callback set, then the previous one restored (even when fn raises).  One C call instead of
+ * two set_callback calls around a Python-level call: this is the per-call path of optimize(). */
+static PyObject *
+m_call_with_callback(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    if (nargs < 2) {
+        PyErr_SetString(PyExc_TypeError, "call_with_callback(callback, fn, *args, **kwargs)");
+        return NULL;
+    }
+    PyObject *previous = m_set_callback(module, args[0]);
+    if (previous == NULL) {
+        return NULL;
+    }
+    PyObject *result = PyObject_Vectorcall(args[1], args + 2, nargs - 2, kwnames);
+    PyObject *exc_type, *exc_value, *exc_tb;
+    PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+    PyObject *restored = m_set_callback(module, previous);
+    Py_DECREF(previous);
+    if (restored == NULL) {
+        Py_XDECREF(result);
+        Py_XDECREF(exc_type);
+        Py_XDECREF(exc_value);
+        Py_XDECREF(exc_tb);
+        return NULL;
+    }
+    Py_DECREF(restored);
+    PyErr_Restore(exc_type, exc_value, exc_tb);
+    return result;
+}
+
 static PyObject *
 m_hook_installed(PyObject *module, PyObject *unused)
 {
@@ -635,6 +666,8 @@ static PyMethodDef module_methods[] = {
      "callback(code, func, f_locals, f_globals, f_builtins) on a cache miss.\n"
      "It returns None (run the original this time) or (guard_or_None, code).\n"
      "The hook is installed while any thread has a callback."},
+    {"call_with_callback", (PyCFunction)(void (*)(void))m_call_with_callback, METH_FASTCALL | METH_KEYWORDS,
+     "call_with_callback(callback, fn, *args, **kwargs): call fn with this thread's callback set"},
     {"hook_installed", m_hook_installed, METH_NOARGS,
      "hook_installed() -> bool: whether the eval-frame hook is installed."},
     {"set_skip", m_set_skip, METH_O,

@@ -113,7 +113,8 @@ class CaptureContext:
             self.record.guards.extend(guard.describe())
             self.record.compile_times.append(time.perf_counter() - start)
             self.record.frames += 1
-        return (guard, new_code)
+        # The hook calls the generated function itself (no Python-level __call__ in between).
+        return (guard.fn, new_code)
 
     def resume_after_break(self, code, tctx: TraceContext, e: GraphBreak):
         """Rewritten code that keeps the graph before the break and resumes after it (None: run eagerly)."""
@@ -169,7 +170,8 @@ class CaptureContext:
         if not log.isEnabledFor(logging.DEBUG):
             return
         for guard, _ in entries:
-            failure = guard.first_failure(f_locals, f_globals) if hasattr(guard, "first_failure") else None
+            compiled = getattr(guard, "compiled_guard", None)
+            failure = compiled.first_failure(f_locals, f_globals) if compiled is not None else None
             log.debug("recompiling %s (%s:%s): guard failed: %s", code.co_name, code.co_filename,
                       code.co_firstlineno, failure)
 

@@ -26,12 +26,9 @@ def capturing(callback):
         _C.set_callback(previous)
 
 
-def call_with_callback(callback, fn, *args, **kwargs):
-    previous = _C.set_callback(callback)
-    try:
-        return fn(*args, **kwargs)
-    finally:
-        _C.set_callback(previous)
+#: ``call_with_callback(callback, fn, *args, **kwargs)``: ``fn(*args, **kwargs)`` with ``callback``
+#: as this thread's frame callback, restored afterwards (in C: the per-call path of ``optimize``).
+call_with_callback = _C.call_with_callback
 
 
 def track(code) -> None:

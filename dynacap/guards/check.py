@@ -21,6 +21,7 @@ class CompiledGuard:
         self.guards = guards
         self.fn = fn
         self.source = source
+        fn.compiled_guard = self  # the hook holds ``fn``; logs find the readable guards through it
 
     def __call__(self, L, G) -> bool:
         return self.fn(L, G)
