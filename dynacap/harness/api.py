@@ -48,8 +48,10 @@ class CorpusOptions:
     fork_server: bool = True             # start workers from a pre-warmed zygote
 
     def compilers(self) -> list[str]:
+        """Compilers in execution order.  Dynamo runs first: if it takes the worker
+        down, dynacap still runs in a fresh one (and the other way round)."""
         if self.compiler == "both":
-            return list(COMPILERS)
+            return ["dynamo", "dynacap"]
         if self.compiler not in COMPILERS:
             raise ValueError(f"unknown compiler {self.compiler!r}")
         return [self.compiler]

@@ -51,7 +51,8 @@ class Progress:
                 self.counts[f"{c}:{st}"] += 1 if len(self.compilers) > 1 else 0
                 if len(self.compilers) == 1:
                     self.counts[st] += 1
-            last = f"{rec.get('id')} -> {'/'.join(sts)}"
+            shown = " ".join(f"{c}={st}" for c, st in zip(self.compilers, sts)) if len(sts) > 1 else sts[0]
+            last = f"{rec.get('id')} -> {shown}"
             if self.tty:
                 self.stream.write("\r\x1b[K" + self.line(last[-60:]))
                 if self.done == self.total:
@@ -59,7 +60,7 @@ class Progress:
             else:
                 self.stream.write(f"[{self.done}/{self.total} ETA "
                                   f"{_fmt((time.monotonic() - self.t0) / self.done * (self.total - self.done))}] "
-                                  f"{'/'.join(sts)}  {rec.get('id')}\n")
+                                  f"{shown}  {rec.get('id')}\n")
             self.stream.flush()
 
     def note(self, msg: str) -> None:
