@@ -8,8 +8,9 @@ output to the case's scratch folder, takes the case's environment, and runs
 :func:`dynacap.harness.worker.main`, which confines it exactly as a freshly
 started worker.  Protocol: JSON lines, requests on the zygote's stdin and
 replies (``ready``, ``spawned``, ``exit``) on its stdout.  If the zygote is
-unavailable the harness falls back to plain subprocesses.  Neither side may
-run user code before the child has confined itself.
+unavailable the harness falls back to plain subprocesses.  Neither side must
+run user code before the child has confined itself, and the zygote must not
+start threads (it forks).
 """
 from __future__ import annotations
 
