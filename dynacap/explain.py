@@ -1,19 +1,16 @@
 """``explain(fn)(*args)``: run once under capture and report graphs, breaks and guards."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from . import hook
 from .capture import CaptureContext, CaptureRecord
-from .errors import BreakReason
 
 
 @dataclass
-class ExplainOutput:
-    graphs: list = field(default_factory=list)
-    break_reasons: list[BreakReason] = field(default_factory=list)
-    guards: list[str] = field(default_factory=list)
-    compile_times: list[float] = field(default_factory=list)
+class ExplainOutput(CaptureRecord):
+    """A ``CaptureRecord`` of one run, plus the run's result and a readable report (``str()``)."""
+
     result: object = None
 
     @property
@@ -74,6 +71,6 @@ def explain(fn):
             result = hook.call_with_callback(ctx.callback, call, *args, **kwargs)
         finally:
             reset()
-        return ExplainOutput(record.graphs, record.break_reasons, record.guards, record.compile_times, result)
+        return ExplainOutput(**vars(record), result=result)
 
     return run

@@ -27,7 +27,7 @@ from ..values.grad_mode import GradExitValue
 from . import resume
 from .emitter import Emitter
 from .liveness import exception_table, live_at
-from .rewrite import build_code, emit_side_effects
+from .rewrite import build_code, emit_graph_call, emit_side_effects
 
 _BINARY_LIKE = {"BINARY_OP", "COMPARE_OP", "IS_OP", "CONTAINS_OP", "BINARY_SUBSCR"}
 _UNARY_LIKE = {"LOAD_ATTR", "UNARY_NEGATIVE", "UNARY_POSITIVE", "UNARY_INVERT", "UNARY_NOT"}
@@ -283,15 +283,7 @@ class BreakCodegen:
     def build(self, side_effects, graph_call) -> types.CodeType:
         lineno = self._lineno()
         cg = Emitter(output_index=graph_call[2] if graph_call else None, lineno=lineno)
-        if graph_call is not None:
-            compiled_fn, inputs, _ = graph_call
-            cg.append("PUSH_NULL")
-            cg.load_const(compiled_fn)
-            for graph_input in inputs:
-                cg.extend(graph_input.source.emit())
-            cg.append("PRECALL", len(inputs))
-            cg.append("CALL", len(inputs))
-            cg.append("STORE_FAST", Emitter.GRAPH_OUT)
+        emit_graph_call(cg, graph_call)
         emit_side_effects(cg, side_effects)
         self.share_containers(cg)
         switch_grad = self.grad_at_break != self.initial_grad

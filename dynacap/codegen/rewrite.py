@@ -94,18 +94,27 @@ def build_code(original: types.CodeType, body: list[Instr], name_suffix: str = "
     return bc.to_code()
 
 
+def emit_graph_call(cg: Emitter, graph_call) -> None:
+    """Call the compiled graph with its inputs (reloaded from their sources); keep the outputs.
+
+    ``graph_call`` is None (nothing captured) or ``(compiled_fn, inputs, output_index)``.
+    """
+    if graph_call is None:
+        return
+    compiled_fn, inputs, _ = graph_call
+    cg.append("PUSH_NULL")
+    cg.load_const(compiled_fn)
+    for graph_input in inputs:
+        cg.extend(graph_input.source.emit())
+    cg.append("PRECALL", len(inputs))
+    cg.append("CALL", len(inputs))
+    cg.append("STORE_FAST", Emitter.GRAPH_OUT)
+
+
 def build_rewritten_code(original: types.CodeType, return_value, side_effects, graph_call) -> types.CodeType:
-    """``graph_call`` is None (nothing captured) or ``(compiled_fn, inputs, output_index)``."""
+    """The code of a fully captured frame; ``graph_call`` as for ``emit_graph_call``."""
     cg = Emitter(output_index=graph_call[2] if graph_call else None, lineno=original.co_firstlineno)
-    if graph_call is not None:
-        compiled_fn, inputs, _ = graph_call
-        cg.append("PUSH_NULL")
-        cg.load_const(compiled_fn)
-        for graph_input in inputs:
-            cg.extend(graph_input.source.emit())
-        cg.append("PRECALL", len(inputs))
-        cg.append("CALL", len(inputs))
-        cg.append("STORE_FAST", Emitter.GRAPH_OUT)
+    emit_graph_call(cg, graph_call)
     emit_side_effects(cg, side_effects)
     return_value.reconstruct(cg)
     cg.append("RETURN_VALUE")
