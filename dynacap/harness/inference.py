@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from .shapes import _first_layer_hint, _refine_forward, forward_candidates
-from .values import SmartConfig, build, build_kwargs, guess_value, to_spec
+from .values import SmartConfig, _make_factory, build, build_kwargs, guess_value, to_spec
 
 
 
@@ -172,6 +172,22 @@ def _refine_init(assign: dict, e: BaseException) -> list[dict]:
                 new = dict(assign)
                 new[n] = 1 if re.search(r"head", n) else assign[n] * 2
                 out.append(new)
+    if re.search(r"'(int|float|bool|str)' object is not callable", msg):
+        for n in hit or names:
+            if not callable(assign[n]):
+                new = dict(assign)
+                new[n] = _make_factory("norm" if "norm" in n else "act" if "act" in n else "identity")
+                out.append(new)
+    if re.search(r"zero-size parameters", msg):
+        for n in names:
+            v = assign[n]
+            if isinstance(v, int) and not isinstance(v, bool) and 1 < v < 256:
+                new = dict(assign)
+                new[n] = v * 4
+                out.append(new)
+        if out:
+            out = [{k: (v * 4 if isinstance(v, int) and not isinstance(v, bool) and 1 < v < 256 else v)
+                    for k, v in assign.items()}] + out
     if re.search(r"'NoneType'|NoneType", msg) and hit:
         for n in hit:
             new = dict(assign)
@@ -235,6 +251,8 @@ def search(target, kind: str, *, seed: int, init_args=None, init_kwargs=None,
                 obj = target(*built_args, **built_kwargs)
                 if isinstance(obj, nn.Module):
                     obj.eval()
+                    if assign is not None and any(p.numel() == 0 for p in obj.parameters()):
+                        raise ValueError("constructor arguments gave zero-size parameters")
             except Exception as e:   # noqa: BLE001 - user code may raise anything
                 if first_err is None:
                     first_err = ("init", f"{type(e).__name__}: {e}", _fmt_exc(e))

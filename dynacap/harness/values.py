@@ -29,7 +29,44 @@ _DTYPES = {
     "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool,
     "complex64": torch.complex64,
 }
-_SPECIAL = ("tensor", "tuple", "dict", "config")
+_SPECIAL = ("tensor", "tuple", "dict", "config", "factory")
+
+
+class AnyNorm(torch.nn.Module):
+    """Normalization layer handed to constructors that want a norm factory:
+    batch-norm style over dim 1 when it has ``num_features`` channels, else
+    layer norm over the last dim."""
+
+    def __init__(self, num_features=None, *args, **kwargs):
+        super().__init__()
+        n = num_features if isinstance(num_features, int) else kwargs.get("num_channels", 1)
+        self.num_features = int(n)
+        self.weight = torch.nn.Parameter(torch.ones(self.num_features))
+        self.bias = torch.nn.Parameter(torch.zeros(self.num_features))
+
+    def forward(self, x):
+        if x.dim() >= 2 and x.shape[1] == self.num_features:
+            shape = [1, -1] + [1] * (x.dim() - 2)
+            return x * self.weight.view(shape) + self.bias.view(shape)
+        return torch.nn.functional.layer_norm(x, (self.num_features,), self.weight, self.bias)
+
+
+def _make_factory(kind: str):
+    """A plain function (``inspect.isfunction`` is true) that builds a layer."""
+    if kind == "norm":
+        def norm_factory(num_features=None, *args, **kwargs):
+            return AnyNorm(num_features, *args, **kwargs)
+        f = norm_factory
+    elif kind == "act":
+        def act_factory(*args, **kwargs):
+            return torch.nn.ReLU()
+        f = act_factory
+    else:
+        def identity_factory(*args, **kwargs):
+            return torch.nn.Identity()
+        f = identity_factory
+    f._dc_factory = kind
+    return f
 
 
 def dtype_of(name: str) -> torch.dtype:
@@ -59,6 +96,8 @@ def build(spec: Any, gen: torch.Generator | None = None) -> Any:
             return {k: build(v, gen) for k, v in spec["dict"].items()}
         if "config" in spec:
             return SmartConfig({k: build(v, gen) for k, v in spec["config"].items()})
+        if "factory" in spec and len(spec) == 1:
+            return _make_factory(spec["factory"])
         return {k: build(v, gen) for k, v in spec.items()}
     return spec
 
@@ -147,6 +186,8 @@ _STRINGS = {"activation": "relu", "act": "relu", "act_fn": "relu", "hidden_act":
 
 
 _NO = object()
+_FACTORY_NAMES = {"norm_layer", "normalization", "norm_fn", "norm_cls", "norm_func", "act_layer",
+                  "act_fn_layer", "activation_layer", "act_cls", "nonlinearity_layer"}
 
 
 def _ann_str(annotation: Any) -> str:
@@ -229,6 +270,13 @@ def guess_value(name: str, annotation: Any = None, base: int = 16) -> Any:
     """A plausible value for a required argument or config attribute ``name``."""
     n = name.lower().lstrip("_")
     ann_s = _ann_str(annotation)
+    if ("callable" in ann_s or "type[" in ann_s) or n in _FACTORY_NAMES:
+        if "norm" in n:
+            return _make_factory("norm")
+        if "act" in n or "nonlin" in n:
+            return _make_factory("act")
+        if "callable" in ann_s or "type[" in ann_s:
+            return _make_factory("identity")
     if ann_s:
         v = _from_annotation(ann_s, n, base)
         if v is not _NO:
@@ -305,6 +353,8 @@ class SmartConfig:
 
 def to_spec(obj: Any) -> Any:
     """Spec of a value the inference produced (scalars, lists, tuples, configs)."""
+    if getattr(obj, "_dc_factory", None):
+        return {"factory": obj._dc_factory}
     if isinstance(obj, SmartConfig):
         return {"config": {k: to_spec(v) for k, v in obj._dc_values.items()}}
     if isinstance(obj, tuple):
