@@ -65,6 +65,8 @@ def wrap(tx, obj, source: Source | None) -> Value:
                            for k, v in obj.items()}, source)
         tx.ctx.containers[id(obj)] = value
         return value
+    if source is not None and _is_bound_method(obj):
+        return _bound_method(tx, obj, source)
     value = _object_value(tx, obj, source)
     if source is not None:
         if isinstance(value, ObjectValue):
@@ -75,6 +77,36 @@ def wrap(tx, obj, source: Source | None) -> Value:
         else:
             g.id_match(source, obj)
     return value
+
+
+def _is_bound_method(obj) -> bool:
+    if isinstance(obj, types.MethodType):
+        return True
+    owner = getattr(obj, "__self__", None)
+    return isinstance(obj, types.BuiltinMethodType) and owner is not None and not isinstance(owner, types.ModuleType)
+
+
+def _bound_method(tx, obj, source) -> Value:
+    """A bound method read from the frame: a new object on every access, so never guarded by identity.
+
+    The guards are on what it is made of: its type, its function (or name) and its ``__self__``.
+    """
+    from ..source import AttrSource
+    from .functions import BoundMethodValue, ContainerMethodValue
+
+    g = tx.guards
+    g.type_match(source, obj)
+    self_value = wrap(tx, obj.__self__, AttrSource(source, "__self__"))
+    if isinstance(obj, types.MethodType):
+        function = wrap(tx, obj.__func__, AttrSource(source, "__func__"))
+        if isinstance(function, UserFunctionValue):
+            return BoundMethodValue(function, self_value, source)
+        return OpaqueCallableValue(obj, source)
+    name = obj.__name__
+    g.equals_match(AttrSource(source, "__name__"), name)
+    if isinstance(self_value, (ListValue, DictValue)):
+        return ContainerMethodValue(self_value, name)
+    return OpaqueCallableValue(obj, source)
 
 
 def _object_value(tx, obj, source) -> Value:
