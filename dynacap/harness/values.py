@@ -311,7 +311,7 @@ class SmartConfig:
         object.__setattr__(self, "_dc_base", base)
 
     def __getattr__(self, name):
-        if name.startswith("__") and name.endswith("__"):
+        if name.startswith("_"):      # dunders and private probes are not config fields
             raise AttributeError(name)
         vals = object.__getattribute__(self, "_dc_values")
         if name not in vals:
@@ -353,8 +353,8 @@ class SmartConfig:
 
 def to_spec(obj: Any) -> Any:
     """Spec of a value the inference produced (scalars, lists, tuples, configs)."""
-    if getattr(obj, "_dc_factory", None):
-        return {"factory": obj._dc_factory}
+    if callable(obj) and "_dc_factory" in getattr(obj, "__dict__", {}):
+        return {"factory": obj.__dict__["_dc_factory"]}
     if isinstance(obj, SmartConfig):
         return {"config": {k: to_spec(v) for k, v in obj._dc_values.items()}}
     if isinstance(obj, tuple):
