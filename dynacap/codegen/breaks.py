@@ -137,6 +137,8 @@ def plan_levels(frames: list[FrameAtBreak]) -> list[int]:
     levels = []
     for j in range(len(frames) - 1, -1, -1):
         chain = frames[: j + 1]
+        if any(f.tracer.yielded is not None for f in chain):
+            continue  # a generator's frame cannot be resumed
         if resumable_at(chain[-1], eager=True) is not None:
             continue
         if any(resumable_at(f, eager=False) is not None for f in chain[:-1]):

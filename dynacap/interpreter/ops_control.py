@@ -104,3 +104,18 @@ def _before_with(tx, ins):
                          "captured; the block's code around it runs eagerly")
     tx.pop()
     tx.push(manager.enter(tx))
+
+
+@handles("RETURN_GENERATOR")
+def _return_generator(tx, ins):
+    if tx.yielded is None:
+        raise GraphBreak("a generator frame cannot be captured on its own")
+    tx.push(ConstantValue(None))  # the value sent by the first next()
+
+
+@handles("YIELD_VALUE")
+def _yield_value(tx, ins):
+    if tx.yielded is None:
+        raise GraphBreak("`yield` outside an inlined generator")
+    tx.yielded.append(tx.pop())
+    tx.push(ConstantValue(None))  # next() sends None

@@ -162,6 +162,8 @@ class Tracer:
         self.calling = False
         #: Whether this (inlined) frame's return value is directly the parent's CALL result.
         self.direct_call = False
+        #: For an inlined generator: the values it yielded so far (None for other frames).
+        self.yielded: list[Value] | None = None
 
     # -- shared state -----------------------------------------------------------
     @property
@@ -202,6 +204,20 @@ class Tracer:
                 e.user_stack = self.user_stack()
             raise
         return self.return_value
+
+    def run_generator(self) -> Value:
+        """Run a generator function to exhaustion; its yields become an iterator of known items.
+
+        Consumers (``sum``, ``tuple``, ``torch.cat``, a ``for`` loop) then see a fixed
+        sequence.  Running the generator ahead of its consumer is not observable here:
+        its steps are graph operations or breaks, and a break inside a generator is never
+        resumed inside it (``codegen.breaks.plan_levels``).
+        """
+        from ..values.containers import IteratorValue
+
+        self.yielded = []
+        self.run()
+        return IteratorValue(self.yielded)
 
     def step(self) -> None:
         instruction = self.instructions[self.ip]
@@ -338,8 +354,8 @@ class Tracer:
         code = fn.__code__
         if self.depth + 1 > config.inline_depth_limit:
             raise GraphBreak(f"calls nested deeper than config.inline_depth_limit={config.inline_depth_limit}")
-        if code.co_flags & (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR):
-            raise GraphBreak(f"calling generator/coroutine function {fn.__qualname__} is not supported yet")
+        if code.co_flags & (inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE):
+            raise GraphBreak(f"calling coroutine/async function {fn.__qualname__} is not supported")
         library = self.ctx.library_depth > 0 and is_layer_file(code.co_filename)
         if getattr(fn, "_dynacap_disabled", False) or (is_skipped_file(code.co_filename) and not library):
             raise GraphBreak(f"call to {fn.__qualname__}, which dynacap does not capture "
@@ -374,6 +390,8 @@ class Tracer:
                         continue
                     source = CellContentsSource(fn_value.source, i, name) if fn_value.source is not None else None
                     child.cells[name] = CellBox(source=source, raw=contents)
+        if code.co_flags & inspect.CO_GENERATOR:
+            return child.run_generator()
         return child.run()
 
 

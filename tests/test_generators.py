@@ -1,0 +1,60 @@
+"""Generator expressions and generator functions consumed inside captured code."""
+import pytest
+import torch
+import torch.nn as nn
+
+from differential import assert_fully_captured, run_differential
+
+
+def t(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+class Heads(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.heads = nn.ModuleList(nn.Linear(4, 4) for _ in range(3))
+
+    def forward(self, x):
+        total = sum(h(x) for h in self.heads)
+        stacked = torch.stack(tuple(h(x).relu() for h in self.heads))
+        return total, stacked
+
+
+HEADS = Heads().eval()
+
+
+def heads(x):
+    return HEADS(x)
+
+
+def squares(n, x):
+    for i in range(n):
+        yield x * i
+
+
+def consume_user_generator(x):
+    return list(squares(3, x))
+
+
+def genexpr_with_condition(x, ys):
+    return [y * x for y in ys if y.shape == x.shape], any(y is x for y in ys)
+
+
+def genexpr_with_break(x):
+    return sum(print("item", i) or x * i for i in range(3))
+
+
+@pytest.mark.parametrize("fn,make_args", [
+    (heads, lambda: (t(2, 4),)),
+    (consume_user_generator, lambda: (t(3),)),
+    (genexpr_with_condition, lambda: (t(3), [t(3, seed=1), t(2, seed=2), t(3, seed=3)])),
+], ids=["module_heads", "user_generator", "genexpr_condition"])
+def test_generators_fully_captured(fn, make_args):
+    args = make_args()
+    run_differential(fn, *args)
+    assert_fully_captured(fn, *make_args())
+
+
+def test_break_inside_generator_matches_eager():
+    run_differential(genexpr_with_break, t(3))
