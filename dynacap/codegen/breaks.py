@@ -19,6 +19,7 @@ import torch
 from bytecode import UNSET, Bytecode, FreeVar, Instr, Label, TryBegin, TryEnd
 
 from ..errors import GraphBreak
+from ..interpreter.skipfiles import is_skipped_file
 from ..interpreter.tracer import FrameAtBreak
 from ..source import LocalSource
 from ..values.base import NullValue
@@ -139,6 +140,8 @@ def plan_levels(frames: list[FrameAtBreak]) -> list[int]:
         chain = frames[: j + 1]
         if any(f.tracer.yielded is not None for f in chain):
             continue  # a generator's frame cannot be resumed
+        if any(is_skipped_file(f.tracer.code.co_filename) for f in chain):
+            continue  # nor can torch's own code (a layer's forward inlined from user code)
         if resumable_at(chain[-1], eager=True) is not None:
             continue
         if any(resumable_at(f, eager=False) is not None for f in chain[:-1]):

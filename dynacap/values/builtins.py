@@ -229,7 +229,14 @@ def _scalar_ctor(kind):
     return handler
 
 
+def _super(tx, args, kwargs):
+    from .superproxy import make_super
+
+    return make_super(tx, args)
+
+
 _HANDLERS = {
+    "super": _super,
     "len": _len,
     "isinstance": _isinstance,
     "abs": _abs,

@@ -23,6 +23,8 @@ class UserFunctionValue(Value):
         self.source = source
         #: For functions made while tracing (``MAKE_FUNCTION``): the tracer's cell boxes.
         self.closure_cells = closure_cells
+        #: May be inlined although it is torch's code (a built-in layer's method reached by super()).
+        self.library_ok = False
 
     def describe(self) -> str:
         return f"function {self.fn.__qualname__}"

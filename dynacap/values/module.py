@@ -22,9 +22,19 @@ _CONTAINERS = (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict, to
 
 
 def is_builtin_layer(module: torch.nn.Module) -> bool:
-    """A ``torch.nn`` layer (Linear, Conv2d, ReLU...): captured whole as one ``call_module`` node."""
+    """A ``torch.nn`` layer (Linear, Conv2d, ReLU...), or a user subclass that keeps its ``forward``.
+
+    Its forward is inlined speculatively, else it is one ``call_module`` node.
+    """
+    from ..interpreter.skipfiles import is_layer_file
+
+    if isinstance(module, _CONTAINERS):
+        return False
     cls = type(module)
-    return cls.__module__.startswith("torch.nn.") and not isinstance(module, _CONTAINERS)
+    if cls.__module__.startswith("torch.nn."):
+        return True
+    forward = getattr(cls.forward, "__code__", None)
+    return forward is not None and is_layer_file(forward.co_filename) and "forward" not in module.__dict__
 
 
 class ModuleValue(Value):

@@ -1,4 +1,4 @@
-"""Generator expressions and generator functions consumed inside captured code."""
+"""Python features inside captured code: generators, generator expressions, super(), layer subclasses."""
 import pytest
 import torch
 import torch.nn as nn
@@ -58,3 +58,36 @@ def test_generators_fully_captured(fn, make_args):
 
 def test_break_inside_generator_matches_eager():
     run_differential(genexpr_with_break, t(3))
+
+
+class ScaledLinear(nn.Linear):
+    def forward(self, x):
+        return super().forward(x) * 2
+
+
+class KeepsForward(nn.Linear):
+    pass
+
+
+class Base(nn.Module):
+    def forward(self, x):
+        return x + 1
+
+
+class Child(Base):
+    def forward(self, x):
+        return super().forward(x) * 3
+
+
+class TwoArgSuper(Base):
+    def forward(self, x):
+        return super(TwoArgSuper, self).forward(x) - 1
+
+
+@pytest.mark.parametrize("module", [ScaledLinear(3, 3), KeepsForward(3, 3), Child(), TwoArgSuper()],
+                         ids=["super_forward_of_layer", "subclass_keeps_layer_forward", "super_user_base",
+                              "two_argument_super"])
+def test_super_and_layer_subclasses_fully_captured(module):
+    x = t(2, 3)
+    run_differential(lambda inp: module(inp), x)
+    assert_fully_captured(module, t(2, 3))

@@ -1,0 +1,70 @@
+"""``SuperValue``: the proxy made by ``super()`` inside an inlined method.
+
+Attribute lookups walk the MRO of ``self``'s class past the class the
+method was defined in, as CPython does.  Methods found there are inlined
+with ``self`` bound; a method of a built-in ``torch.nn`` layer (``super()
+.forward(x)`` in a subclass of ``nn.Linear``) may be inlined although its
+file is torch's.  The MRO itself is covered by the guards on ``self``
+(identity for modules, type for plain objects).
+"""
+from __future__ import annotations
+
+import inspect
+
+from ..errors import GraphBreak
+from .base import Value
+
+
+class SuperValue(Value):
+    def __init__(self, cls: type, self_value: Value):
+        self.cls = cls
+        self.self_value = self_value
+
+    def describe(self):
+        return f"super({self.cls.__name__}, ...)"
+
+    def getattr(self, tx, name):
+        from .functions import BoundMethodValue, UserFunctionValue
+        from .wrap import wrap
+
+        mro = self.self_value.python_type().__mro__
+        if self.cls not in mro:
+            raise GraphBreak(f"super(): {self.cls.__name__} is not a base of {mro[0].__name__} (TypeError at run time)")
+        for klass in mro[mro.index(self.cls) + 1:]:
+            if name not in klass.__dict__:
+                continue
+            attr = klass.__dict__[name]
+            if inspect.isfunction(attr):
+                function = UserFunctionValue(attr)
+                function.library_ok = True
+                return BoundMethodValue(function, self.self_value)
+            if isinstance(attr, property) and attr.fget is not None:
+                getter = UserFunctionValue(attr.fget)
+                getter.library_ok = True
+                return getter.call(tx, [self.self_value], {})
+            if isinstance(attr, (staticmethod, classmethod)) or hasattr(type(attr), "__get__"):
+                raise GraphBreak(f"super().{name} is a {type(attr).__name__}")
+            return wrap(tx, attr, None)
+        raise GraphBreak(f"super() has no attribute {name!r} (AttributeError at run time)")
+
+
+def make_super(tx, args: list[Value]) -> SuperValue:
+    """``super()`` (zero-argument, from the method's ``__class__`` cell) or ``super(cls, obj)``."""
+    if len(args) == 2:
+        return SuperValue(args[0].as_constant(), args[1])
+    if args:
+        raise GraphBreak("super() with one argument")
+    box = tx.cells.get("__class__")
+    cls = box.get(tx) if box is not None else None
+    if cls is None or not tx.code.co_argcount:
+        raise GraphBreak("super() outside a method (RuntimeError at run time)")
+    from ..interpreter.ops_variables import read_local
+
+    first = tx.code.co_varnames[0]
+    if first in tx.cells:
+        self_value = tx.cells[first].get(tx)
+    else:
+        self_value = read_local(tx, first)
+    if self_value is None:
+        raise GraphBreak("super(): the method's first argument is not available")
+    return SuperValue(cls.as_constant(), self_value)
