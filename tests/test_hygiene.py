@@ -138,3 +138,23 @@ def test_compile_reset_cycles_do_not_leak(capsys):
     alive = sum(r() is not None for r in refs)
     assert alive == 0, f"{alive} of 40 captured modules are still alive after reset()"
     assert end - start < 2_000_000, f"memory grew by {end - start} bytes over 40 compile/reset cycles"
+
+
+def test_default_dtype_and_autocast_changes_recompile():
+    def make(x):
+        return torch.zeros(3) + x.sum()
+
+    backend = CountingBackend()
+    f = dynacap.optimize(make, backend=backend)
+    x = torch.ones(3, dtype=torch.float64)
+    assert f(x).dtype == make(x).dtype
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        assert f(x).dtype == make(x).dtype == torch.float64
+    finally:
+        torch.set_default_dtype(previous)
+    assert backend.compiles == 2
+    with torch.autocast("cpu"):
+        torch.testing.assert_close(f(x), make(x))
+    assert backend.compiles == 3

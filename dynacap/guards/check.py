@@ -52,6 +52,8 @@ class CompiledGuard:
 def _scope(constants: dict, G) -> dict:
     scope = {
         "___grad_enabled": torch.is_grad_enabled,
+        "___default_dtype": torch.get_default_dtype,
+        "___any_autocast": torch._C._is_any_autocast_enabled,
         "B": _builtins.__dict__,
         "len": len,
         "type": type,

@@ -112,8 +112,14 @@ class GuardSet:
                  var=_VARIABLE, t=type(t), dtype=t.dtype, device=t.device)
 
     def global_state(self) -> None:
+        """Ambient torch state the graph was traced under: grad mode, default dtype, autocast."""
         grad = torch.is_grad_enabled()
         self.add("GLOBAL_STATE", None, f"___grad_enabled() is {grad}", f"torch.is_grad_enabled() is {grad}")
+        dtype = torch.get_default_dtype()
+        self.add("GLOBAL_STATE", None, "___default_dtype() is {dtype}", f"torch.get_default_dtype() is {dtype}",
+                 dtype=dtype)
+        autocast = torch._C._is_any_autocast_enabled()
+        self.add("GLOBAL_STATE", None, f"___any_autocast() is {autocast}", f"autocast enabled is {autocast}")
 
 
 @dataclass(frozen=True)
