@@ -15,6 +15,8 @@ import torch
 from .. import config
 
 _DYNACAP_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+#: The corpus harness's stand-in layers (handed to user constructors) run inside captured code.
+_HARNESS_DIR = os.path.join(_DYNACAP_DIR, "harness") + os.sep
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _STDLIB_DIRS = tuple(
     os.path.abspath(p) + os.sep for p in {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]}
@@ -27,7 +29,9 @@ def is_skipped_file(filename: str) -> bool:
     if filename.startswith("<"):
         return filename.startswith(("<frozen", "<eval_with_key", "<dynacap"))
     path = os.path.abspath(filename)
-    if path.startswith(_DYNACAP_DIR) or path.startswith(_TORCH_DIR):
+    if path.startswith(_DYNACAP_DIR) and not path.startswith(_HARNESS_DIR):
+        return True
+    if path.startswith(_TORCH_DIR):
         return True
     if path.startswith(_STDLIB_DIRS) and not path.startswith(_SITE_DIRS):
         return True
