@@ -3,6 +3,8 @@ import pytest
 import torch
 import torch.nn as nn
 
+import dynacap
+
 from differential import assert_fully_captured, run_differential
 
 
@@ -91,3 +93,33 @@ def test_super_and_layer_subclasses_fully_captured(module):
     x = t(2, 3)
     run_differential(lambda inp: module(inp), x)
     assert_fully_captured(module, t(2, 3))
+
+
+class ScaleGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, k):
+        ctx.k = k
+        ctx.save_for_backward(x)
+        return x * k
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad * ctx.k * 10, None
+
+
+def uses_autograd_function(x):
+    return ScaleGrad.apply(x.sin(), 3.0).sum()
+
+
+def test_custom_autograd_function_in_graph_keeps_its_backward():
+    x1 = t(4).requires_grad_()
+    x2 = x1.detach().clone().requires_grad_()
+    expected = uses_autograd_function(x1)
+    expected.backward()
+    f = dynacap.optimize(uses_autograd_function, backend="eager")
+    got = f(x2)
+    got.backward()
+    torch.testing.assert_close(got, expected)
+    torch.testing.assert_close(x2.grad, x1.grad)
+    assert_fully_captured(uses_autograd_function, t(4).requires_grad_())

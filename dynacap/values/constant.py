@@ -51,6 +51,12 @@ class ConstantValue(Value):
         return bool(self.value)
 
     def getattr(self, tx, name):
+        import torch
+
+        if name == "apply" and isinstance(self.value, type) and issubclass(self.value, torch.autograd.Function):
+            from .torch_ns import AutogradApplyValue
+
+            return AutogradApplyValue(self.value)
         try:
             attr = getattr(self.value, name)
         except AttributeError as e:

@@ -105,3 +105,48 @@ class TorchValue(Value):
                 raise GraphBreak(f"constructing {self.describe()} is not supported")
         name = getattr(fn, "__name__", repr(fn))
         return tx.graph.call("call_function", fn, args, kwargs, f"torch.{name}")
+
+
+class AutogradApplyValue(Value):
+    """``MyFunction.apply`` of a custom ``torch.autograd.Function``: one graph node.
+
+    The node calls ``apply`` itself, so the function's own ``backward`` is
+    used; its ``forward`` runs on fake tensors at capture time.
+    """
+
+    def __init__(self, function_class: type):
+        self.function_class = function_class
+
+    def describe(self):
+        return f"`{self.function_class.__qualname__}.apply`"
+
+    def real_object(self):
+        return self.function_class.apply
+
+    def call(self, tx, args, kwargs):
+        return tx.graph.call("call_function", _apply_target(self.function_class), args, kwargs, self.describe())
+
+
+_APPLY_TARGETS: dict = {}
+
+
+def _apply_target(function_class: type):
+    """A plain function calling ``function_class.apply``, usable as an FX target.
+
+    FX names a target by its module and qualified name; ``apply`` itself would be
+    written as ``torch.autograd.function.apply``, which does not exist.  The
+    function's own ``forward`` runs as written, never captured.
+    """
+    target = _APPLY_TARGETS.get(function_class)
+    if target is None:
+        from .. import _C
+
+        apply = function_class.apply
+
+        def target(*args, **kwargs):
+            return _C.call_with_callback(None, apply, *args, **kwargs)
+
+        target.__name__ = target.__qualname__ = f"{function_class.__name__}_apply"
+        target.__module__ = function_class.__module__
+        _APPLY_TARGETS[function_class] = target
+    return target
