@@ -107,6 +107,7 @@ class CaptureContext:
             new_code = self.resume_after_break(code, tctx, e) or code
         finally:
             torch._C._set_grad_enabled(tctx.initial_grad)
+        tctx.guards.distinct_tensors([i.source for i in tctx.graph.inputs])
         guard = compile_guards(tctx.guards, f_builtins)
         self._log_entry(code, new_code, guard)
         if self.record is not None:

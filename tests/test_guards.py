@@ -761,3 +761,20 @@ def test_recompiles_log_silent_when_disabled(caplog):
     probe.check(t(4))
     assert not [r for r in caplog.records if r.name == "dynacap.recompiles"]
     assert probe.compiles == 2
+
+
+def mutates_first_reads_second(x, y):
+    x.add_(1)
+    return y * 2
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_aliased_tensor_arguments_are_guarded(backend):
+    f = dynacap.optimize(mutates_first_reads_second, backend=backend)
+    for aliased in (True, False, True):
+        a, b = torch.ones(3), torch.ones(3)
+        e1, e2 = torch.ones(3), torch.ones(3)
+        expected = mutates_first_reads_second(e1, e1 if aliased else e2)
+        got = f(a, a if aliased else b)
+        torch.testing.assert_close(got, expected)
+        torch.testing.assert_close(a, e1)

@@ -52,6 +52,10 @@ class GraphBuilder:
         key = source.expr()
         if key in self._inputs_by_source:
             return self._inputs_by_source[key]
+        for graph_input in self.inputs:
+            if graph_input.example is tensor:
+                # The same tensor reached two ways: one placeholder (the caller guards the identity).
+                return self._inputs_by_source[graph_input.source.expr()]
         name = _node_name(key)
         node = self._insert_placeholder(name)
         fake = self.fake_of(tensor)

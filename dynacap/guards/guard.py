@@ -22,6 +22,7 @@ COST = {
     "LENGTH": 3,
     "NOT_PRESENT": 3,
     "MODULE_STATE": 4,
+    "TENSOR_ALIASING": 8,
     "TENSOR_MATCH": 9,
 }
 
@@ -110,6 +111,14 @@ class GuardSet:
                     f"and {device})")
         self.add("TENSOR_MATCH", source, template.replace("{v}", "{var}"), desc, spec=TensorSpec.of(t),
                  var=_VARIABLE, t=type(t), dtype=t.dtype, device=t.device)
+
+    def distinct_tensors(self, sources: list[Source]) -> None:
+        """Tensor inputs that were different objects must stay different (graphs assume no aliasing)."""
+        if len(sources) < 2:
+            return
+        ids = ", ".join(f"id({s.expr()})" for s in sources)
+        self.add("TENSOR_ALIASING", None, f"len({{{{{ids}}}}}) == {len(sources)}",
+                 f"tensors {', '.join(s.expr() for s in sources)} are distinct objects")
 
     def global_state(self) -> None:
         """Ambient torch state the graph was traced under: grad mode, default dtype, autocast."""

@@ -32,7 +32,11 @@ def wrap(tx, obj, source: Source | None) -> Value:
         if source is None:
             raise GraphBreak("a tensor created outside the graph (no way to reach it from the frame)")
         g.tensor_match(source, obj)
-        return tx.graph.input_tensor(source, obj)
+        value = tx.graph.input_tensor(source, obj)
+        if value.source is not None and value.source != source and value.node.op == "placeholder":
+            g.add("TENSOR_ALIASING", source, "{s} is " + value.source.expr(),
+                  f"{source.expr()} is {value.source.expr()}")
+        return value
     if isinstance(obj, torch.Size):
         if source is not None:
             g.equals_match(source, obj)
