@@ -32,30 +32,14 @@ _DTYPES = {
 _SPECIAL = ("tensor", "tuple", "dict", "config", "factory")
 
 
-class AnyNorm(torch.nn.Module):
-    """Normalization layer handed to constructors that want a norm factory:
-    batch-norm style over dim 1 when it has ``num_features`` channels, else
-    layer norm over the last dim."""
-
-    def __init__(self, num_features=None, *args, **kwargs):
-        super().__init__()
-        n = num_features if isinstance(num_features, int) else kwargs.get("num_channels", 1)
-        self.num_features = int(n)
-        self.weight = torch.nn.Parameter(torch.ones(self.num_features))
-        self.bias = torch.nn.Parameter(torch.zeros(self.num_features))
-
-    def forward(self, x):
-        if x.dim() >= 2 and x.shape[1] == self.num_features:
-            shape = [1, -1] + [1] * (x.dim() - 2)
-            return x * self.weight.view(shape) + self.bias.view(shape)
-        return torch.nn.functional.layer_norm(x, (self.num_features,), self.weight, self.bias)
-
-
 def _make_factory(kind: str):
     """A plain function (``inspect.isfunction`` is true) that builds a layer."""
     if kind == "norm":
         def norm_factory(num_features=None, *args, **kwargs):
-            return AnyNorm(num_features, *args, **kwargs)
+            # a torch layer (no harness code runs in forward) that takes any
+            # [B, C, *] input
+            n = num_features if isinstance(num_features, int) else kwargs.get("num_channels", 1)
+            return torch.nn.GroupNorm(1, int(n))
         f = norm_factory
     elif kind == "act":
         def act_factory(*args, **kwargs):
