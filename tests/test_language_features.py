@@ -1,4 +1,6 @@
 """Python features inside captured code: generators, generator expressions, super(), layer subclasses."""
+import inspect
+
 import pytest
 import torch
 import torch.nn as nn
@@ -123,3 +125,27 @@ def test_custom_autograd_function_in_graph_keeps_its_backward():
     torch.testing.assert_close(got, expected)
     torch.testing.assert_close(x2.grad, x1.grad)
     assert_fully_captured(uses_autograd_function, t(4).requires_grad_())
+
+
+class CheckedBatchNorm(nn.BatchNorm2d):
+    def forward(self, x):
+        self._check_input_dim(x)  # a built-in layer's helper, called from a user subclass
+        return super().forward(x) + 1
+
+
+def iter_next_and_inspect(x, fn, scales):
+    it = iter(scales)
+    first = next(it)
+    rest = [next(it, None) for _ in range(3)]
+    k = 2 if inspect.isfunction(fn) else 3
+    return first * x * k, rest
+
+
+@pytest.mark.parametrize("fn,make_args", [
+    (CheckedBatchNorm(3).eval(), lambda: (t(2, 3, 4, 4),)),
+    (iter_next_and_inspect, lambda: (t(2), len, [1.0, 2.0])),
+    (iter_next_and_inspect, lambda: (t(2), iter_next_and_inspect, [3.0])),
+], ids=["layer_helper_from_subclass", "iter_next_builtin_arg", "iter_next_function_arg"])
+def test_more_features_fully_captured(fn, make_args):
+    run_differential(fn, *make_args())
+    assert_fully_captured(fn, *make_args())

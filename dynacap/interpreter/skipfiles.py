@@ -41,6 +41,14 @@ def is_skipped_file(filename: str) -> bool:
 _LAYER_DIR = os.path.join(_TORCH_DIR, "nn", "modules") + os.sep
 
 
+_MODULE_BASE_FILE = os.path.join(_LAYER_DIR, "module.py")
+
+
 def is_layer_file(filename: str) -> bool:
-    """A file of torch's built-in layers, whose forwards may be inlined (never captured as frames)."""
-    return os.path.abspath(filename).startswith(_LAYER_DIR)
+    """A file of torch's built-in layers, whose methods may be inlined (never captured as frames).
+
+    ``nn.Module``'s own file is not one: its methods (``__call__``, ``parameters()``,
+    hooks) are handled by ``values.module`` or are graph breaks.
+    """
+    path = os.path.abspath(filename)
+    return path.startswith(_LAYER_DIR) and path != _MODULE_BASE_FILE

@@ -7,6 +7,8 @@ builtins with effects are graph breaks.
 from __future__ import annotations
 
 import builtins
+import inspect
+import types
 
 from ..errors import GraphBreak
 from .base import Value, constant_args
@@ -15,6 +17,34 @@ from .containers import DictValue, ListValue, SequenceValue, TupleValue
 
 _EFFECTFUL = {"print", "input", "open", "exec", "eval", "compile", "breakpoint", "exit", "quit", "setattr",
               "delattr", "globals", "locals", "vars", "id", "hash", "iter", "next", "super", "__import__", "help"}
+
+#: ``inspect`` predicates that depend only on an object's type: answered from ``python_type()``.
+TYPE_PREDICATES = {
+    inspect.isfunction: types.FunctionType,
+    inspect.isclass: type,
+    inspect.ismethod: types.MethodType,
+    inspect.ismodule: types.ModuleType,
+    inspect.isbuiltin: types.BuiltinFunctionType,
+}
+
+
+class TypePredicateValue(Value):
+    """``inspect.isfunction`` and friends, over symbolic values."""
+
+    def __init__(self, fn, source=None):
+        self.fn = fn
+        self.source = source
+
+    def describe(self):
+        return f"`inspect.{self.fn.__name__}`"
+
+    def real_object(self):
+        return self.fn
+
+    def call(self, tx, args, kwargs):
+        if len(args) != 1 or kwargs:
+            raise GraphBreak(f"{self.describe()} takes one argument (TypeError at run time)")
+        return ConstantValue(issubclass(args[0].python_type(), TYPE_PREDICATES[self.fn]))
 
 
 class BuiltinValue(Value):
@@ -54,6 +84,29 @@ class BuiltinValue(Value):
             except Exception as e:
                 raise GraphBreak(f"`{name}()` raised {type(e).__name__}: {e}") from e
         raise GraphBreak(f"`{name}()` on {', '.join(a.describe() for a in args)} is not supported")
+
+
+def _iter(tx, args, kwargs):
+    from .containers import IteratorValue
+
+    if len(args) != 1 or kwargs:
+        return None
+    if isinstance(args[0], IteratorValue):
+        return args[0]
+    return IteratorValue(args[0].iterate(tx))
+
+
+def _next(tx, args, kwargs):
+    from .containers import IteratorValue
+
+    if not args or not isinstance(args[0], IteratorValue) or kwargs:
+        return None
+    item = args[0].next_item()
+    if item is not None:
+        return item
+    if len(args) > 1:
+        return args[1]
+    raise GraphBreak("next() on an exhausted iterator (StopIteration at run time)")
 
 
 def _len(tx, args, kwargs):
@@ -237,6 +290,8 @@ def _super(tx, args, kwargs):
 
 _HANDLERS = {
     "super": _super,
+    "iter": _iter,
+    "next": _next,
     "len": _len,
     "isinstance": _isinstance,
     "abs": _abs,

@@ -95,7 +95,10 @@ class ModuleValue(Value):
             from .objects import guard_class_attribute
 
             guard_class_attribute(tx, self, m, name, static)
-            return BoundMethodValue(UserFunctionValue(static), self)
+            function = UserFunctionValue(static)
+            # A built-in layer's helper (BatchNorm._check_input_dim) called from a user subclass.
+            function.library_ok = True
+            return BoundMethodValue(function, self)
         if isinstance(static, (staticmethod, classmethod)):
             raise GraphBreak(f"{type(static).__name__} `{name}` of {self.describe()}")
         if static is None and not hasattr(type(m), name):

@@ -17,7 +17,7 @@ import torch
 from ..errors import GraphBreak
 from ..source import ItemSource, Source
 from .base import Value
-from .builtins import BuiltinValue
+from .builtins import TYPE_PREDICATES, BuiltinValue, TypePredicateValue
 from .constant import ConstantValue, is_literal
 from .containers import DictValue, ListValue, SizeValue, TupleValue
 from .functions import OpaqueCallableValue, PythonModuleValue, UserFunctionValue
@@ -121,6 +121,8 @@ def _object_value(tx, obj, source) -> Value:
         # torch's own Python functions (torch.nn.functional.relu, torch.einsum...) are graph
         # operations: their files are never inlined.
         return TorchValue(obj, source)
+    if obj in TYPE_PREDICATES:
+        return TypePredicateValue(obj, source)
     if isinstance(obj, types.FunctionType):
         return UserFunctionValue(obj, source)
     if isinstance(obj, types.MethodType) and isinstance(obj.__func__, types.FunctionType):
