@@ -121,9 +121,9 @@ def _object_value(tx, obj, source) -> Value:
         # torch's own Python functions (torch.nn.functional.relu, torch.einsum...) are graph
         # operations: their files are never inlined.
         return TorchValue(obj, source)
-    if obj in TYPE_PREDICATES:
-        return TypePredicateValue(obj, source)
     if isinstance(obj, types.FunctionType):
+        if obj in TYPE_PREDICATES:
+            return TypePredicateValue(obj, source)
         return UserFunctionValue(obj, source)
     if isinstance(obj, types.MethodType) and isinstance(obj.__func__, types.FunctionType):
         from .functions import BoundMethodValue
