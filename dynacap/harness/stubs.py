@@ -136,3 +136,22 @@ def finder() -> StubFinder:
 
 def is_stub(obj) -> bool:
     return isinstance(obj, (StubModule, StubObject)) or isinstance(obj, _StubMeta)
+
+
+def find_stub(obj, depth: int = 0):
+    """The first stub object inside a (nested) value, or None."""
+    if depth > 20:
+        return None
+    if is_stub(obj):
+        return obj
+    if isinstance(obj, (list, tuple, set)):
+        for v in obj:
+            hit = find_stub(v, depth + 1)
+            if hit is not None:
+                return hit
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            hit = find_stub(v, depth + 1)
+            if hit is not None:
+                return hit
+    return None

@@ -48,6 +48,23 @@ def _err(status: str, e: BaseException, where: str) -> dict:
     return {"status": status, "error": msg[:2000], "traceback": _tb(e), "where": where}
 
 
+def _has_tensor(obj, depth: int = 0) -> bool:
+    import dataclasses
+
+    import torch
+    if isinstance(obj, torch.Tensor):
+        return True
+    if depth > 20:
+        return False
+    if isinstance(obj, (list, tuple, set)):
+        return any(_has_tensor(v, depth + 1) for v in obj)
+    if isinstance(obj, dict):
+        return any(_has_tensor(v, depth + 1) for v in obj.values())
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return any(_has_tensor(getattr(obj, f.name), depth + 1) for f in dataclasses.fields(obj))
+    return False
+
+
 def _median_time(fn, n: int, budget_s: float) -> tuple[float | None, int]:
     times = []
     t_end = time.perf_counter() + budget_s
@@ -171,6 +188,16 @@ class CaseRunner:
             return dict(base, **_err(EAGER_ERROR, e, "eager rerun"))
         info = dict(base, recipe=recipe, tries=tries, infer_s=infer_s, eager_first_s=first_s,
                     inputs=describe(a), kwargs=describe(k) if k else None)
+        from .stubs import find_stub
+        stub = find_stub(out1)
+        if stub is not None:
+            name = getattr(stub, "__qualname__", None) or type(stub).__qualname__
+            return dict(info, status=EAGER_ERROR, where="eager run",
+                        error=f"output is a stand-in for a missing import ({name}); the result is meaningless")
+        if self.stubbed and not _has_tensor(out1):
+            return dict(info, status=EAGER_ERROR, where="eager run",
+                        error="output holds no tensor and imports were stubbed "
+                              f"({', '.join(self.stubbed)}); the result is meaningless")
         if not (identical(out1, out2) and identical(out2, out3)):
             return dict(info, status=NONDETERMINISTIC,
                         error="eager outputs differ between calls with the same seed and inputs")
