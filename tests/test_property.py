@@ -66,10 +66,13 @@ shapes = st.sampled_from([(3,), (2, 2), (3, 3), (2, 3)])
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=steps, shape=shapes, seed=st.integers(0, 2**16))
 def test_generated_programs_match_eager(steps, shape, seed):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(*shape, generator=g)
-    y = torch.randn(*shape, generator=g)
+    x, y = inputs(shape, seed)
     run_differential(program, x, y, steps, rtol=1e-4, atol=1e-5, check_cache=False)
+
+
+def inputs(shape, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g), torch.randn(*shape, generator=g)
 
 
 _LINES = {
@@ -103,7 +106,5 @@ def straight_line(steps):
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=steps, shape=shapes, seed=st.integers(0, 2**16))
 def test_generated_straight_line_programs_match_eager(steps, shape, seed):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(*shape, generator=g)
-    y = torch.randn(*shape, generator=g)
+    x, y = inputs(shape, seed)
     run_differential(straight_line(steps), x, y, rtol=1e-4, atol=1e-5)

@@ -13,6 +13,19 @@ from .base import Value
 from .constant import ConstantValue
 
 
+def load_existing(container: Value, cg) -> bool:
+    """Push the runtime object a container already is, if it is one; False if it must be built.
+
+    A container from the frame is reloaded from its source (a mutated one was
+    updated in place by the side-effect replay); one made while tracing and
+    shared across a break is reloaded from its local (``Emitter.share``).
+    """
+    if container.source is not None:
+        cg.extend(container.source.emit())
+        return True
+    return cg.load_shared(container)
+
+
 class SequenceValue(Value):
     container_type: type = tuple
 
@@ -51,11 +64,7 @@ class SequenceValue(Value):
             raise GraphBreak(f"index {key} out of range for {self.describe()}") from None
 
     def reconstruct(self, cg):
-        if self.source is not None:
-            # A mutated list from the frame was updated in place by the side-effect replay.
-            cg.extend(self.source.emit())
-            return
-        if cg.load_shared(self):
+        if load_existing(self, cg):
             return
         for item in self.items:
             item.reconstruct(cg)
@@ -93,8 +102,7 @@ class StructSeqValue(TupleValue):
         return super().getattr(tx, name)
 
     def reconstruct(self, cg):
-        if self.source is not None:
-            cg.extend(self.source.emit())
+        if load_existing(self, cg):
             return
         cg.append("PUSH_NULL")
         cg.load_const(self.tuple_class)
@@ -209,12 +217,8 @@ class DictValue(Value):
         return super().getattr(tx, name)
 
     def reconstruct(self, cg):
-        if self.source is not None:
-            cg.extend(self.source.emit())
-            return
-        if cg.load_shared(self):
-            return
-        self.build(cg)
+        if not load_existing(self, cg):
+            self.build(cg)
 
     def build(self, cg) -> None:
         """Emit a new dict with the current items."""
