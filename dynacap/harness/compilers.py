@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import re
 import sys
 from typing import Any, Callable
@@ -81,9 +82,11 @@ def parse_break_message(msg: str) -> dict:
     m = re.match(r"Failed to handle graph break gracefully\..*?Graph break encountered:\s*(.+)$", reason)
     if m:
         reason = f"{m.group(1)} (frame skipped, ran eagerly)"
-    if location is None or "/_dynamo/" in location:
-        # the last frame of the user-code traceback outside the tracer itself
-        files = [f for f in re.findall(r'File "([^"]+)", line (\d+)', msg) if "/_dynamo/" not in f[0]]
+    harness = os.sep + os.path.join("dynacap", "harness") + os.sep
+    if location is None or "/_dynamo/" in location or harness in location:
+        # the last frame of the user-code traceback outside the tracer and the harness
+        files = [f for f in re.findall(r'File "([^"]+)", line (\d+)', msg)
+                 if "/_dynamo/" not in f[0] and harness not in f[0]]
         user = [f for f in files if "/torch/" not in f[0]]
         if user or files:
             f = (user or files)[-1]
