@@ -172,6 +172,9 @@ class Zygote:
         if self.ready is None:
             self.close()
             raise ZygoteDied("zygote did not start")
+        if int(self.ready.get("threads", 1)) > 1:   # forking a threaded process is unsafe
+            self.close()
+            raise ZygoteDied(f"zygote has {self.ready['threads']} threads after warm-up")
 
     def _read(self) -> None:
         for line in self.proc.stdout:
