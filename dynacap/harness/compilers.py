@@ -83,10 +83,10 @@ def parse_break_message(msg: str) -> dict:
     if m:
         reason = f"{m.group(1)} (frame skipped, ran eagerly)"
     harness = os.sep + os.path.join("dynacap", "harness") + os.sep
-    if location is None or "/_dynamo/" in location or harness in location:
+    if location is None or "/_dynamo/" in location or harness in location or location.startswith("<"):
         # the last frame of the user-code traceback outside the tracer and the harness
         files = [f for f in re.findall(r'File "([^"]+)", line (\d+)', msg)
-                 if "/_dynamo/" not in f[0] and harness not in f[0]]
+                 if "/_dynamo/" not in f[0] and harness not in f[0] and not f[0].startswith("<")]
         user = [f for f in files if "/torch/" not in f[0]]
         if user or files:
             f = (user or files)[-1]
