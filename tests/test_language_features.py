@@ -149,3 +149,16 @@ def iter_next_and_inspect(x, fn, scales):
 def test_more_features_fully_captured(fn, make_args):
     run_differential(fn, *make_args())
     assert_fully_captured(fn, *make_args())
+
+
+LSTM = nn.LSTM(4, 5, batch_first=True).eval()
+
+
+def lstm_nested_result(x):
+    out, (h, c) = LSTM(x)
+    return out.relu(), h + c
+
+
+def test_nested_tuple_results_fully_captured():
+    run_differential(lstm_nested_result, t(2, 3, 4))
+    assert_fully_captured(lstm_nested_result, t(2, 3, 4))

@@ -157,15 +157,14 @@ class GraphBuilder:
         if isinstance(fake, torch.Size):
             self._erase_if_unused(node)
             return SizeValue([ConstantValue(d) for d in fake])
-        if isinstance(fake, (tuple, list)) and any(isinstance(x, torch.Tensor) for x in fake):
+        if isinstance(fake, (tuple, list)) and _holds_tensor(fake):
             node.meta["example_value"] = fake
             items = []
             for i, x in enumerate(fake):
-                if isinstance(x, torch.Tensor):
+                if isinstance(x, torch.Tensor) or (isinstance(x, (tuple, list)) and _holds_tensor(x)):
                     item = self.graph.call_function(operator.getitem, (node, i))
                     self.created.append(item)
-                    item.meta["example_value"] = x
-                    items.append(TensorValue(item, x))
+                    items.append(self.wrap_result(item, x))
                 elif is_literal(x):
                     items.append(ConstantValue(x))
                 else:
@@ -218,6 +217,11 @@ class GraphBuilder:
         gm = fx.GraphModule(root, self.graph)
         gm.recompile()
         return gm
+
+
+def _holds_tensor(fake) -> bool:
+    """Whether a (nested) tuple/list result contains a tensor."""
+    return any(isinstance(x, torch.Tensor) or (isinstance(x, (tuple, list)) and _holds_tensor(x)) for x in fake)
 
 
 def _lower(values, what: str):
