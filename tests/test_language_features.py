@@ -162,3 +162,18 @@ def lstm_nested_result(x):
 def test_nested_tuple_results_fully_captured():
     run_differential(lstm_nested_result, t(2, 3, 4))
     assert_fully_captured(lstm_nested_result, t(2, 3, 4))
+
+
+class StoresApply(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = ScaleGrad.apply  # a bound classmethod stored on the module
+
+    def forward(self, x):
+        return self.scale(x.cos(), 2.0) + 1
+
+
+def test_stored_autograd_apply_fully_captured():
+    module = StoresApply()
+    run_differential(lambda x: module(x), t(3))
+    assert_fully_captured(module, t(3))

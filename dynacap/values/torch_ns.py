@@ -121,10 +121,12 @@ class AutogradApplyValue(Value):
         return f"`{self.function_class.__qualname__}.apply`"
 
     def real_object(self):
-        return self.function_class.apply
+        # Also what runs when the call is a graph break: apply, with the forward uncaptured.
+        return _apply_target(self.function_class)
 
     def call(self, tx, args, kwargs):
-        return tx.graph.call("call_function", _apply_target(self.function_class), args, kwargs, self.describe())
+        return tx.graph.call("call_function", _apply_target(self.function_class), args, kwargs,
+                             f"{self.function_class.__qualname__}.apply")
 
 
 _APPLY_TARGETS: dict = {}

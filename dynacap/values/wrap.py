@@ -100,7 +100,14 @@ def _bound_method(tx, obj, source) -> Value:
 
     g = tx.guards
     g.type_match(source, obj)
-    self_value = wrap(tx, obj.__self__, AttrSource(source, "__self__"))
+    owner = obj.__self__
+    if isinstance(owner, type) and issubclass(owner, torch.autograd.Function) and obj.__name__ == "apply":
+        # `self.fn = MyFunction.apply` stored ahead: the same graph node as calling MyFunction.apply.
+        from .torch_ns import AutogradApplyValue
+
+        g.id_match(AttrSource(source, "__self__"), owner)
+        return AutogradApplyValue(owner)
+    self_value = wrap(tx, owner, AttrSource(source, "__self__"))
     if isinstance(obj, types.MethodType):
         function = wrap(tx, obj.__func__, AttrSource(source, "__func__"))
         if isinstance(function, UserFunctionValue):
