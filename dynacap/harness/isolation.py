@@ -26,25 +26,8 @@ import time
 from .case import CASE_LEVEL, CRASH, OK, TIMEOUT, Case, jsonable
 from . import sandbox
 
-#: Bootstrap run by ``python -I -B -c``: put the harness on sys.path and start
-#: the worker; if the ``dynacap`` package itself fails to import (the capture
-#: engine is broken), load the harness alone and remember the error so the
-#: dynacap compiler reports ``compile_error`` while Dynamo still runs.
-BOOT = r"""
-import sys, types
-sys.path.insert(0, sys.argv[1])
-try:
-    import dynacap
-except BaseException as e:
-    for k in [k for k in sys.modules if k == "dynacap" or k.startswith("dynacap.")]:
-        del sys.modules[k]
-    pkg = types.ModuleType("dynacap")
-    pkg.__path__ = [sys.argv[1] + "/dynacap"]
-    pkg.__harness_import_error__ = "%s: %s" % (type(e).__name__, e)
-    sys.modules["dynacap"] = pkg
-from dynacap.harness.worker import main
-main(sys.argv[2])
-"""
+#: Bootstrap of a plain worker process (``python -I -B -c``; see ``sandbox.boot_script``).
+BOOT = sandbox.boot_script("from dynacap.harness.worker import main\nmain(sys.argv[2])")
 
 _LIVE: set = set()           # Popen objects or pids of running workers
 _LIVE_LOCK = threading.Lock()

@@ -169,3 +169,26 @@ def apply(scratch: str, *, cpu_s: float, memory_mb: int, file_mb: int = 256,
     else:
         report["landlock"] = "unavailable"
     return report
+
+
+def boot_script(entry: str) -> str:
+    """Source for ``python -I -B -c``: put the harness on sys.path (``argv[1]``), then run ``entry``.
+
+    If the ``dynacap`` package itself fails to import (the capture engine is
+    broken), the harness is loaded alone and the error remembered, so that
+    the dynacap compiler reports ``compile_error`` while Dynamo still runs.
+    """
+    return (
+        "import sys, types\n"
+        "sys.path.insert(0, sys.argv[1])\n"
+        "try:\n"
+        "    import dynacap\n"
+        "except BaseException as e:\n"
+        "    for k in [k for k in sys.modules if k == 'dynacap' or k.startswith('dynacap.')]:\n"
+        "        del sys.modules[k]\n"
+        "    pkg = types.ModuleType('dynacap')\n"
+        "    pkg.__path__ = [sys.argv[1] + '/dynacap']\n"
+        "    pkg.__harness_import_error__ = '%s: %s' % (type(e).__name__, e)\n"
+        "    sys.modules['dynacap'] = pkg\n"
+        + entry + "\n"
+    )

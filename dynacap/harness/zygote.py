@@ -23,21 +23,9 @@ import sys
 import threading
 import time
 
-BOOT = r"""
-import sys, types
-sys.path.insert(0, sys.argv[1])
-try:
-    import dynacap
-except BaseException as e:
-    for k in [k for k in sys.modules if k == "dynacap" or k.startswith("dynacap.")]:
-        del sys.modules[k]
-    pkg = types.ModuleType("dynacap")
-    pkg.__path__ = [sys.argv[1] + "/dynacap"]
-    pkg.__harness_import_error__ = "%s: %s" % (type(e).__name__, e)
-    sys.modules["dynacap"] = pkg
-from dynacap.harness.zygote import serve
-serve()
-"""
+from .sandbox import boot_script
+
+BOOT = boot_script("from dynacap.harness.zygote import serve\nserve()")
 
 
 # ------------------------------------------------------------------ zygote side
