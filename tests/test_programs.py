@@ -755,10 +755,6 @@ def dropout_in_eval(x):
     return F.dropout(x, p=0.5, training=False)
 
 
-@pytest.mark.xfail(reason="a graph output that is a graph input comes back from the backend: with aot_eager it is "
-                          "a new tensor, so `return F.dropout(x, training=False)` no longer returns x itself "
-                          "(the rewritten code should reload such outputs from their source; codegen)",
-                   strict=True)
 def test_output_that_is_an_input_keeps_identity_aot_eager():
     run_differential(dropout_in_eval, t(3), backend=CountingBackend("aot_eager"))
 

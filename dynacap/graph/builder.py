@@ -43,6 +43,9 @@ class GraphBuilder:
         self._fake_cache: dict[int, torch.Tensor] = {}
         #: Every non-placeholder node in creation order, so a failed instruction can be rolled back.
         self.created: list[fx.Node] = []
+        #: id(fake tensor) -> its value: an op that returns one of its inputs (in-place ops,
+        #: ``dropout(training=False)``) gives back *that* value, so identity is kept at run time.
+        self._value_of_fake: dict[int, object] = {}
 
     # -- inputs -----------------------------------------------------------------
     def input_tensor(self, source: Source, tensor: torch.Tensor):
@@ -63,6 +66,7 @@ class GraphBuilder:
         value = TensorValue(node, fake, source, type(tensor))
         self.inputs.append(GraphInput(node, source, tensor))
         self._inputs_by_source[key] = value
+        self._value_of_fake[id(fake)] = value
         return value
 
     def _insert_placeholder(self, name: str) -> fx.Node:
@@ -86,7 +90,9 @@ class GraphBuilder:
         self.created.append(node)
         fake = self.fake_of(tensor)
         node.meta["example_value"] = fake
-        return TensorValue(node, fake, source, type(tensor))
+        value = TensorValue(node, fake, source, type(tensor))
+        self._value_of_fake.setdefault(id(fake), value)
+        return value
 
     def _register_attr(self, obj, hint: str) -> str:
         if id(obj) in self._attr_names:
@@ -153,7 +159,12 @@ class GraphBuilder:
 
         if isinstance(fake, torch.Tensor):
             node.meta["example_value"] = fake
-            return TensorValue(node, fake)
+            existing = self._value_of_fake.get(id(fake))
+            if existing is not None and existing.fake is fake and not getattr(existing.node, "_erased", False):
+                return existing  # the node stays for its effect; the result *is* the earlier tensor
+            value = TensorValue(node, fake)
+            self._value_of_fake[id(fake)] = value
+            return value
         if isinstance(fake, torch.Size):
             self._erase_if_unused(node)
             return SizeValue([ConstantValue(d) for d in fake])
