@@ -177,3 +177,19 @@ def test_stored_autograd_apply_fully_captured():
     module = StoresApply()
     run_differential(lambda x: module(x), t(3))
     assert_fully_captured(module, t(3))
+
+
+class SlicedSequential(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.seq = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+
+    def forward(self, x):
+        head = self.seq[:2]
+        return self.seq[2:](head(x)), isinstance(head, nn.Sequential), len(head)
+
+
+def test_sequential_slices_fully_captured():
+    module = SlicedSequential()
+    run_differential(lambda x: module(x), t(3, 4))
+    assert_fully_captured(module, t(3, 4))

@@ -13,9 +13,10 @@ import inspect
 import torch
 
 from ..errors import GraphBreak
-from ..source import AttrSource, DictEntrySource
+from ..source import AttrSource, DictEntrySource, ItemSource
 from .base import Value
 from .constant import ConstantValue
+from .containers import TupleValue
 
 _CONTAINERS = (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict, torch.nn.ParameterList,
                torch.nn.ParameterDict)
@@ -131,13 +132,7 @@ class ModuleValue(Value):
             # torch's own Sequential.forward is not inlined (torch's files are skipped): run its loop here.
             if len(args) != 1 or kwargs:
                 raise GraphBreak(f"{self.describe()} called with {len(args)} arguments (TypeError at run time)")
-            value = args[0]
-            # No child's result is the CALL's result: a break inside one must not resume
-            # as if it were (see Tracer.direct_call).
-            tx.calling = False
-            for child in self.iterate(tx):
-                value = child.call(tx, [value], {})
-            return value
+            return run_sequential(tx, self.iterate(tx), args[0])
         if not inspect.isfunction(forward):
             raise GraphBreak(f"{self.describe()} has no Python forward")
         from .functions import UserFunctionValue
@@ -169,7 +164,8 @@ class ModuleValue(Value):
             self.guard_children(tx)
             names = list(m._modules)
             if isinstance(key, slice):
-                raise GraphBreak(f"slicing {self.describe()}")
+                children = [self.getattr(tx, name) for name in names[key]]
+                return ModuleSliceValue(children, type(m), ItemSource(self.source, key) if self.source else None)
             return self.getattr(tx, names[key])
         raise GraphBreak(f"indexing {self.describe()}")
 
@@ -201,6 +197,50 @@ class ModuleDictMethodValue(Value):
         if self.name == "values":
             return TupleValue(children)
         return TupleValue([TupleValue([k, c]) for k, c in zip(keys, children)])
+
+
+def run_sequential(tx, children: list, value: Value) -> Value:
+    """``nn.Sequential.forward``: feed ``value`` through each child in turn."""
+    # No child's result is the CALL's result: a break inside one must not resume
+    # as if it were (see Tracer.direct_call).
+    tx.calling = False
+    for child in children:
+        value = child.call(tx, [value], {})
+    return value
+
+
+class ModuleSliceValue(TupleValue):
+    """``container[a:b]`` of a ``ModuleList``/``Sequential``: a new container of the same type.
+
+    At run time slicing makes a fresh module object each call, so it is kept
+    symbolic (its children are the guarded ones) rather than read back.
+    """
+
+    def __init__(self, children: list, container_type: type, source=None):
+        super().__init__(children, source)
+        self.module_type = container_type
+
+    def describe(self):
+        return f"{self.module_type.__name__} slice of {len(self.items)}"
+
+    def python_type(self):
+        return self.module_type
+
+    def getitem(self, tx, index):
+        key = index.as_constant()
+        if isinstance(key, slice):
+            return ModuleSliceValue(self.items[key], self.module_type)
+        return self.items[key]
+
+    def call(self, tx, args, kwargs):
+        if not issubclass(self.module_type, torch.nn.Sequential) or len(args) != 1 or kwargs:
+            raise GraphBreak(f"calling {self.describe()}")
+        return run_sequential(tx, self.items, args[0])
+
+    def reconstruct(self, cg):
+        if self.source is None:
+            raise GraphBreak(f"{self.describe()} cannot be rebuilt after the graph")
+        cg.extend(self.source.emit())
 
 
 def _inline_layer(tx, layer: ModuleValue, args, kwargs):
