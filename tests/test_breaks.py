@@ -122,3 +122,53 @@ def test_recursion_limit_not_hit_by_long_loop_with_break(capsys):
     f = dynacap.optimize(loop, backend="eager")
     torch.testing.assert_close(f(torch.zeros(2), 300), torch.full((2,), 300.0))
     assert sys.getrecursionlimit() > 0
+
+
+def nested_loops_print(x):
+    for i in range(2):
+        for j in range(3):
+            x = x * 1.5 + j
+            print("cell", i, j)
+        x = x - i
+    return x
+
+
+class LayersWithLogging(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(3))
+
+    def forward(self, x):
+        for i, layer in enumerate(self.layers):
+            x = layer(x).relu()
+            print("layer", i, tuple(x.shape))
+        return x
+
+
+LAYERS = LayersWithLogging()
+
+
+@pytest.mark.parametrize("fn,make_args,graphs", [
+    (bp.for_range_print, lambda: (bp.t(4),), 3),
+    (bp.for_list_print, lambda: (bp.t(4), [1.0, 2.0, 0.5]), 3),
+    (nested_loops_print, lambda: (bp.t(4),), 7),
+    (lambda x: LAYERS(x), lambda: (bp.t(2, 4),), 3),
+], ids=["range", "list", "nested", "module_list"])
+def test_break_inside_unrolled_for_loop_resumes_each_iteration(fn, make_args, graphs):
+    run_differential(fn, *make_args(), fresh_inputs=lambda: (make_args(), {}))
+    out = explain_captured(fn, *make_args())
+    assert out.graph_count == graphs, str(out)
+
+
+def test_while_loop_and_long_for_loop_run_that_frame_eagerly():
+    out = explain_captured(bp.while_print, bp.t(4))
+    assert out.graph_count == 0 and out.graph_break_count == 1
+    assert "while loop" in out.break_reasons[0].reason or out.graph_count == 0
+
+    def long_loop(x, n):
+        for i in range(n):
+            x = x + 1
+            print(i)
+        return x
+
+    run_differential(long_loop, bp.t(2), 40)

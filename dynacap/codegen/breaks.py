@@ -23,7 +23,7 @@ from ..interpreter.skipfiles import is_skipped_file
 from ..interpreter.tracer import FrameAtBreak
 from ..source import LocalSource
 from ..values.base import NullValue
-from ..values.containers import DictValue, ListValue, SequenceValue
+from ..values.containers import DictValue, IteratorValue, ListValue, SequenceValue, TupleValue
 from ..values.grad_mode import GradExitValue
 from . import resume
 from .emitter import Emitter
@@ -106,12 +106,38 @@ def _regions(code: types.CodeType, offset: int) -> tuple[int, int]:
     return tries, withs
 
 
-def in_loop(code: types.CodeType, offset: int) -> bool:
-    """Whether a backward jump can bring execution back to ``offset`` (resuming there would recurse)."""
+#: Most iterations left in an unrolled ``for`` loop that a break inside it may be resumed for.
+#: Each later iteration's break resumes one call deeper, so this bounds the nesting.
+MAX_RESUMED_ITERATIONS = 16
+
+
+def loops_block_resume(frame: FrameAtBreak) -> str | None:
+    """Why the loops around the break forbid resuming there (None if they do not).
+
+    Resuming inside a loop makes the next iteration's break resume one call
+    deeper.  That is bounded only for ``for`` loops whose iterator is known
+    (unrolled): each remaining iteration is at most one more level.  A
+    ``while`` loop could nest without bound.
+    """
     import dis
 
-    return any("BACKWARD" in i.opname and i.offset >= offset and i.argval <= offset
-               for i in dis.get_instructions(code))
+    from ..values.containers import IteratorValue
+
+    code, offset = frame.tracer.code, frame.instruction.offset
+    by_offset = {i.offset: i for i in dis.get_instructions(code)}
+    headers = {i.argval for i in by_offset.values()
+               if "BACKWARD" in i.opname and i.offset >= offset and i.argval <= offset}
+    if not headers:
+        return None
+    if any(by_offset[h].opname != "FOR_ITER" for h in headers):
+        return "inside a while loop (each iteration would resume one call deeper)"
+    iterators = [v for v in frame.checkpoint.stack if isinstance(v, IteratorValue)]
+    if len(iterators) < len(headers):
+        return "inside a loop over an iterator that is not known at capture time"
+    remaining = sum(len(it.items) - it.position for it in iterators)
+    if remaining > MAX_RESUMED_ITERATIONS:
+        return f"inside a loop with {remaining} iterations left (more than {MAX_RESUMED_ITERATIONS})"
+    return None
 
 
 def resumable_at(frame: FrameAtBreak, eager: bool) -> str | None:
@@ -119,8 +145,9 @@ def resumable_at(frame: FrameAtBreak, eager: bool) -> str | None:
     ins = frame.instruction
     if eager and operand_count(ins) is None:
         return f"{ins.opname} cannot run on its own"
-    if in_loop(frame.tracer.code, ins.offset):
-        return "inside a loop (each iteration would add a nested resume call)"
+    why = loops_block_resume(frame)
+    if why is not None:
+        return why
     tries, withs = _regions(frame.tracer.code, ins.offset)
     if tries:
         return "inside a try block"
@@ -180,6 +207,11 @@ def _frame_level(frame: FrameAtBreak, keep: int, result_slots: list, resume_offs
             layout.append(resume.NULL)
         elif isinstance(v, GradExitValue):
             layout.append(v.ctx.ctx_class)
+        elif isinstance(v, IteratorValue):
+            # Passed as a tuple of the items left; the resume's prefix turns it back into an
+            # iterator, which its trace unrolls again.
+            layout.append(resume.ITER)
+            values.append(TupleValue(v.items[v.position:]))
         else:
             layout.append(resume.ARG)
             values.append(v)
@@ -358,7 +390,8 @@ class BreakCodegen:
         if len(levels) == 1:
             self._load_function(cg, fns[0], levels[0])
         else:
-            chain_levels = [(fn, sum(1 for s in lv.layout if s == resume.ARG), lv.live) for fn, lv in zip(fns, levels)]
+            chain_levels = [(fn, sum(1 for s in lv.layout if s in (resume.ARG, resume.ITER)), lv.live)
+                            for fn, lv in zip(fns, levels)]
             chain = resume.chain_code(chain_levels, self.original.co_filename, self.original.co_name,
                                       cg.lineno or self.original.co_firstlineno)
             cg.load_const(types.FunctionType(chain, self.frames[0].tracer.f_globals))

@@ -28,6 +28,8 @@ _CACHE: "weakref.WeakKeyDictionary[types.CodeType, dict]" = weakref.WeakKeyDicti
 
 NULL = "null"
 ARG = "arg"
+#: An argument holding the items a ``for`` loop's iterator has left: the prefix re-makes the iterator.
+ITER = "iter"
 
 
 def stack_arg(i: int) -> str:
@@ -35,7 +37,7 @@ def stack_arg(i: int) -> str:
 
 
 def resume_code(original: types.CodeType, offset: int, layout: tuple, live: tuple) -> types.CodeType:
-    """``layout``: per stack slot, bottom first, ``ARG``, ``NULL`` or a grad-mode context class to re-enter."""
+    """``layout``: per stack slot, bottom first, ``ARG``, ``ITER``, ``NULL`` or a grad-mode context class."""
     key = (offset, layout, live)
     per_code = _CACHE.setdefault(original, {})
     code = per_code.get(key)
@@ -79,6 +81,9 @@ def _build_resume(original: types.CodeType, offset: int, layout: tuple, live: tu
             prefix.append(Instr("PUSH_NULL"))
         elif slot == ARG:
             prefix.append(Instr("LOAD_FAST", stack_arg(n_args)))
+            n_args += 1
+        elif slot == ITER:
+            prefix.extend([Instr("LOAD_FAST", stack_arg(n_args)), Instr("GET_ITER")])
             n_args += 1
         else:
             prefix.extend([Instr("PUSH_NULL"), Instr("LOAD_CONST", slot), Instr("PRECALL", 0), Instr("CALL", 0),
