@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from . import _C, config, hook, logs
 import torch
 
+from .codegen import resume
 from .codegen.breaks import BreakCodegen, plan_levels
 from .codegen.emitter import Emitter
 from .codegen.rewrite import build_rewritten_code, emit_side_effects
@@ -100,7 +101,11 @@ class CaptureContext:
         except GraphBreak as e:
             reason = e.to_reason()
             logs.get("breaks").debug("graph break: %s", reason)
-            if self.record is not None:
+            root = e.frames[0] if e.frames else None
+            repeated = root is not None and resume.is_resume_at(code) and resume.is_entry(code, root.instruction.offset)
+            if self.record is not None and not repeated:
+                # A resume function made to run a break's instruction meets that same break
+                # first: it was reported by the frame that made it.
                 self.record.break_reasons.append(reason)
             if self.fullgraph:
                 raise Unsupported(reason) from None
@@ -119,14 +124,14 @@ class CaptureContext:
 
     def resume_after_break(self, code, tctx: TraceContext, e: GraphBreak):
         """Rewritten code that keeps the graph before the break and resumes after it (None: run eagerly)."""
-        for level in plan_levels(e.frames):
+        for level, at in plan_levels(e.frames):
             chain = e.frames[: level + 1]
             checkpoint = chain[-1].checkpoint
             if tctx.mutations != checkpoint.mutations:
                 return None
             tctx.graph.rollback(checkpoint.nodes)
             del tctx.side_effects[checkpoint.side_effects:]
-            codegen = BreakCodegen(code, chain, tctx.initial_grad)
+            codegen = BreakCodegen(code, chain, tctx.initial_grad, at=at)
             collector = Emitter(collecting=True)
             try:
                 emit_side_effects(collector, tctx.side_effects)

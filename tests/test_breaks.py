@@ -160,15 +160,64 @@ def test_break_inside_unrolled_for_loop_resumes_each_iteration(fn, make_args, gr
     assert out.graph_count == graphs, str(out)
 
 
-def test_while_loop_and_long_for_loop_run_that_frame_eagerly():
+def test_while_loop_and_long_for_loop_keep_the_graph_before_and_run_the_rest_eagerly():
     out = explain_captured(bp.while_print, bp.t(4))
-    assert out.graph_count == 0 and out.graph_break_count == 1
-    assert "while loop" in out.break_reasons[0].reason or out.graph_count == 0
+    assert (out.graph_count, out.graph_break_count) == (1, 1), str(out)
+    sin_targets = [n.target for n in out.graphs[0].graph.nodes if n.op == "call_method"]
+    assert sin_targets == ["sin"]
 
     def long_loop(x, n):
+        y = x.cos()
         for i in range(n):
-            x = x + 1
+            y = y + 1
             print(i)
-        return x
+        return y
 
     run_differential(long_loop, bp.t(2), 40)
+    out = explain_captured(long_loop, bp.t(2), 40)
+    assert (out.graph_count, out.graph_break_count) == (1, 1), str(out)
+
+
+@pytest.mark.parametrize("fn", [bp.try_except_before, bp.try_raise_after_break], ids=["except", "finally"])
+def test_break_inside_try_keeps_the_graph_before_it(fn):
+    run_differential(fn, bp.t(4))
+    out = explain_captured(fn, bp.t(4))
+    assert (out.graph_count, out.graph_break_count) == (1, 1), str(out)
+
+
+def test_break_inside_unknown_with_block_runs_its_exit():
+    class Recorder:
+        def __init__(self):
+            self.events = []
+
+        def __enter__(self):
+            self.events.append("enter")
+
+        def __exit__(self, *exc):
+            self.events.append(f"exit {exc[0].__name__ if exc[0] else None}")
+            return False
+
+    def f(x, rec, fail):
+        y = x * 2
+        with rec:
+            z = y + 1
+            if fail:
+                bp.json.loads("{")
+            print("inside")
+        return z
+
+    for fail in (False, True):
+        r_eager, r_cap = Recorder(), Recorder()
+        expected = error = None
+        try:
+            expected = f(bp.t(3), r_eager, fail)
+        except ValueError as e:
+            error = type(e)
+        g = dynacap.optimize(f, backend="eager")
+        if error is None:
+            torch.testing.assert_close(g(bp.t(3), r_cap, fail), expected)
+        else:
+            with pytest.raises(error):
+                g(bp.t(3), r_cap, fail)
+        assert r_cap.events == r_eager.events
+        dynacap.reset()

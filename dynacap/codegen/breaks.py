@@ -27,7 +27,7 @@ from ..values.containers import DictValue, IteratorValue, ListValue, SequenceVal
 from ..values.grad_mode import GradExitValue
 from . import resume
 from .emitter import Emitter
-from .liveness import exception_table, live_at
+from .liveness import exception_table, live_at, real_offset
 from .rewrite import build_code, emit_graph_call, emit_side_effects
 
 _BINARY_LIKE = {"BINARY_OP", "COMPARE_OP", "IS_OP", "CONTAINS_OP", "BINARY_SUBSCR"}
@@ -125,7 +125,7 @@ def loops_block_resume(frame: FrameAtBreak) -> str | None:
 
     code, offset = frame.tracer.code, frame.instruction.offset
     by_offset = {i.offset: i for i in dis.get_instructions(code)}
-    headers = {i.argval for i in by_offset.values()
+    headers = {real_offset(code, i.argval) for i in by_offset.values()
                if "BACKWARD" in i.opname and i.offset >= offset and i.argval <= offset}
     if not headers:
         return None
@@ -160,8 +160,17 @@ def resumable_at(frame: FrameAtBreak, eager: bool) -> str | None:
     return None
 
 
-def plan_levels(frames: list[FrameAtBreak]) -> list[int]:
-    """Levels of the call chain where the break may be resumed, deepest first."""
+def plan_levels(frames: list[FrameAtBreak]) -> list[tuple[int, bool]]:
+    """Where the break may be resumed, best first: ``(level, at)`` pairs.
+
+    ``at=False``: run the instruction eagerly in the rewritten code and resume
+    after it (at that depth of the call chain).  ``at=True`` (the outermost
+    frame only, the last resort): resume *at* the instruction, so the rest of
+    the frame, the instruction included, runs in a resume function under the
+    frame's own exception table; that function then runs eagerly (its first
+    instruction breaks again).  This keeps the graph before a break inside a
+    ``try`` block, an unknown ``with`` block or a ``while`` loop.
+    """
     levels = []
     for j in range(len(frames) - 1, -1, -1):
         chain = frames[: j + 1]
@@ -184,7 +193,11 @@ def plan_levels(frames: list[FrameAtBreak]) -> list[int]:
                 continue
             if any(f.checkpoint.blocks or f.tracer.code.co_cellvars or f.tracer.code.co_freevars for f in chain):
                 continue
-        levels.append(j)
+        levels.append((j, False))
+    root = frames[0]
+    if root.tracer.yielded is None and not resume.is_entry(root.tracer.code, root.instruction.offset) \
+            and not resume.is_resume_at(root.tracer.code):
+        levels.append((0, True))
     return levels
 
 
@@ -242,17 +255,22 @@ def local_value_emit(cg: Emitter, level: Level, name: str) -> None:
 class BreakCodegen:
     """Emit the rewritten code for a break resumed at level ``j`` of ``frames``."""
 
-    def __init__(self, original: types.CodeType, frames: list[FrameAtBreak], initial_grad: bool):
+    def __init__(self, original: types.CodeType, frames: list[FrameAtBreak], initial_grad: bool, at: bool = False):
         self.original = original
         self.frames = frames
         self.inner = frames[-1]
         self.initial_grad = initial_grad
         self.grad_at_break = frames[-1].checkpoint.grad_enabled
+        #: Resume *at* the instruction (it runs in the resume function) instead of after it.
+        self.at = at
 
     # -- the pieces ------------------------------------------------------------------
     def branches(self):
         """Per control-flow outcome of the eager instruction: (jump?, innermost Level, outer Levels)."""
         ins = self.inner.instruction
+        if self.at:
+            stack = self.inner.checkpoint.stack
+            return [(None, _frame_level(self.inner, len(stack), [], ins.offset), [])]
         n = operand_count(ins)
         keep = len(self.inner.checkpoint.stack) - n
         outcomes = [(None, result_layout(ins), self._next_offset(self.inner))]
@@ -277,6 +295,8 @@ class BreakCodegen:
         return tracer.instructions[index + 1].offset
 
     def operands(self):
+        if self.at:
+            return []
         stack = self.inner.checkpoint.stack
         return stack[len(stack) - operand_count(self.inner.instruction):]
 
@@ -323,6 +343,9 @@ class BreakCodegen:
         emit_graph_call(cg, graph_call)
         emit_side_effects(cg, side_effects)
         self.share_containers(cg)
+        if self.at:
+            self._emit_resume_call(cg, self.branches()[0], switch_grad=False)
+            return build_code(self.original, cg.instructions)
         switch_grad = self.grad_at_break != self.initial_grad
         if switch_grad:
             self._set_grad(cg, self.grad_at_break)
@@ -412,7 +435,8 @@ class BreakCodegen:
         cg.append("RETURN_VALUE")
 
     def _resume_function(self, level: Level):
-        code = resume.resume_code(level.frame.tracer.code, level.offset, tuple(level.layout), level.live)
+        code = resume.resume_code(level.frame.tracer.code, level.offset, tuple(level.layout), level.live,
+                                  at=self.at)
         if code.co_freevars:
             return code
         return resume.function_for(code, level.frame.tracer.f_globals)

@@ -21,10 +21,26 @@ def exception_table(code: types.CodeType) -> list:
     return list(dis._parse_exception_table(code))
 
 
+def real_offset(code: types.CodeType, offset: int) -> int:
+    """The offset of the instruction that runs at ``offset``: past any ``EXTENDED_ARG`` prefix.
+
+    Jumps (and so loop headers and resume points) may target the ``EXTENDED_ARG``
+    in front of an instruction with a large argument.
+    """
+    for ins in dis.get_instructions(code):
+        if ins.offset >= offset and ins.opname != "EXTENDED_ARG":
+            return ins.offset
+    return offset
+
+
 @functools.lru_cache(maxsize=512)
 def _analysis(code: types.CodeType):
-    instructions = [i for i in dis.get_instructions(code) if i.opname != "EXTENDED_ARG"]
+    everything = list(dis.get_instructions(code))
+    instructions = [i for i in everything if i.opname != "EXTENDED_ARG"]
     index = {ins.offset: k for k, ins in enumerate(instructions)}
+    for ins in reversed(everything):  # an EXTENDED_ARG stands for the instruction after it
+        if ins.opname == "EXTENDED_ARG":
+            index[ins.offset] = index[ins.offset + 2]
     table = exception_table(code)
     successors: list[list[int]] = []
     for k, ins in enumerate(instructions):
@@ -59,3 +75,4 @@ def live_at(code: types.CodeType, offset: int) -> set[str]:
     """Names live on entry to the instruction at ``offset``."""
     index, live_in = _analysis(code)
     return set(live_in[index[offset]])
+

@@ -36,7 +36,7 @@ def stack_arg(i: int) -> str:
     return f"___stack{i}"
 
 
-def resume_code(original: types.CodeType, offset: int, layout: tuple, live: tuple) -> types.CodeType:
+def resume_code(original: types.CodeType, offset: int, layout: tuple, live: tuple, at: bool = False) -> types.CodeType:
     """``layout``: per stack slot, bottom first, ``ARG``, ``ITER``, ``NULL`` or a grad-mode context class."""
     key = (offset, layout, live)
     per_code = _CACHE.setdefault(original, {})
@@ -44,11 +44,33 @@ def resume_code(original: types.CodeType, offset: int, layout: tuple, live: tupl
     if code is None:
         code = _build_resume(original, offset, layout, live)
         per_code[key] = code
+        jump = next(i for i in dis.get_instructions(code) if i.opname == "JUMP_FORWARD")
+        _ENTRY[code] = jump.argval
+    if at:
+        _RESUME_AT.add(code)
     return code
+
+
+#: Resume code -> offset of the instruction its prefix jumps to.
+_ENTRY: "weakref.WeakKeyDictionary[types.CodeType, int]" = weakref.WeakKeyDictionary()
+#: Resume codes that start *at* a breaking instruction (see ``breaks.plan_levels``).
+_RESUME_AT: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
+
+
+def is_entry(code: types.CodeType, offset: int) -> bool:
+    """Whether ``offset`` is where a resume function's prefix jumps to (its first real instruction)."""
+    return _ENTRY.get(code) == offset
+
+
+def is_resume_at(code: types.CodeType) -> bool:
+    return code in _RESUME_AT
 
 
 def _instruction_position(original: types.CodeType, offset: int) -> int:
     """Index among real instructions (no CACHE / EXTENDED_ARG) of the one at ``offset``."""
+    from .liveness import real_offset
+
+    offset = real_offset(original, offset)
     real = [i for i in dis.get_instructions(original) if i.opname != "EXTENDED_ARG"]
     for k, ins in enumerate(real):
         if ins.offset == offset:
@@ -167,3 +189,5 @@ def function_for(code: types.CodeType, f_globals: dict) -> types.FunctionType:
 def clear() -> None:
     _CACHE.clear()
     _FUNCTIONS.clear()
+    _ENTRY.clear()
+    _RESUME_AT.clear()
