@@ -108,3 +108,45 @@ def straight_line(steps):
 def test_generated_straight_line_programs_match_eager(steps, shape, seed):
     x, y = inputs(shape, seed)
     run_differential(straight_line(steps), x, y, rtol=1e-4, atol=1e-5)
+
+
+def helper_square_print(v, c):
+    w = v * v
+    print("helper", c)
+    return w + c
+
+
+_BLOCKS = {
+    "plain": "{body}",
+    "for": "for _i in range(2):\n{body_indented}",
+    "no_grad": "with torch.no_grad():\n{body_indented}",
+    "helper": "x = helper_square_print(x, {c})\n{body}",
+    "try": "try:\n{body_indented}\nexcept ZeroDivisionError:\n    x = x - 100",
+}
+
+
+def structured(steps, blocks):
+    """Straight-line steps grouped into blocks (loops, no_grad, try, inlined helper calls)."""
+    chunks = []
+    per = max(1, len(steps) // max(1, len(blocks)))
+    for k, block in enumerate(blocks):
+        part = steps[k * per:(k + 1) * per] if k < len(blocks) - 1 else steps[k * per:]
+        body = "\n".join(_LINES[op].format(c=c) + f"\nacc.append({op!r})" for op, c in part) or "pass"
+        indented = "\n".join("    " + line for line in body.splitlines())
+        c = part[0][1] if part else 1.0
+        chunks.append(_BLOCKS[block].format(body=body, body_indented=indented, c=c))
+    text = "\n".join(chunks)
+    source = "def generated(x, y):\n    acc = []\n" + "\n".join("    " + line for line in text.splitlines()) \
+        + "\n    return x, y, acc\n"
+    namespace = {"torch": torch, "helper_square_print": helper_square_print}
+    exec(compile(source, "<hypothesis structured program>", "exec"), namespace)
+    return namespace["generated"]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=steps, blocks=st.lists(st.sampled_from(sorted(_BLOCKS)), min_size=1, max_size=3),
+       shape=shapes, seed=st.integers(0, 2**16), grad=st.booleans())
+def test_generated_structured_programs_match_eager(steps, blocks, shape, seed, grad):
+    x, y = inputs(shape, seed)
+    x.requires_grad_(grad)
+    run_differential(structured(steps, blocks), x, y, rtol=1e-4, atol=1e-5, check_cache=False)
