@@ -3,7 +3,9 @@
 A condition must be known at capture time (a constant, guarded where it
 came from the frame); a condition on tensor data is a graph break.  Loops
 are unrolled: ``GET_ITER`` turns the iterable into a fixed list of items.
-Exceptions, ``with`` blocks and generators are graph breaks.
+``with`` blocks on grad-mode contexts are captured (``values.grad_mode``);
+other context managers and raising are graph breaks.  ``YIELD_VALUE`` only
+runs in inlined generators (``Tracer.run_generator``).
 """
 from __future__ import annotations
 

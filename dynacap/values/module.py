@@ -2,9 +2,10 @@
 
 Children, parameters and buffers are read from the module's own dicts (so
 guards never go through ``__getattr__``) and guarded by identity.
-Built-in ``torch.nn`` layers become ``call_module`` nodes; user modules
-and containers are inlined by calling their ``forward`` through the
-tracer.  Modules with hooks are graph breaks (the hooks would be skipped).
+Built-in ``torch.nn`` layers have their ``forward`` inlined speculatively
+(falling back to one ``call_module`` node); user modules and containers are
+inlined by calling their ``forward`` through the tracer.  Modules with hooks
+are graph breaks (the hooks would be skipped).
 """
 from __future__ import annotations
 
