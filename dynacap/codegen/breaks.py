@@ -7,8 +7,11 @@ function* that holds the rest of the frame.  When the break happened
 inside inlined calls, the break is resumed *inside* them: a chain function
 continues the innermost frame, then each caller in turn (see
 ``resume.chain_code``), so the rest of all of them becomes one frame and
-one graph.  ``plan_levels`` decides how deep the break can be resumed;
-``BreakCodegen`` emits the code.  This module never traces.
+one graph.  As a last resort the resume function starts *at* the
+unsupported instruction, so that it runs under the frame's own exception
+table (breaks inside ``try`` or unknown ``with`` blocks).  ``plan_levels``
+decides where the break can be resumed; ``BreakCodegen`` emits the code.
+This module never traces.
 """
 from __future__ import annotations
 
