@@ -74,7 +74,9 @@ class BuiltinValue(Value):
             if result is not None:
                 return result
         if name in _EFFECTFUL:
-            raise GraphBreak(f"`{name}()` has effects outside the graph; it runs eagerly")
+            hint = " (move it out of the captured code, or behind a flag, to keep one graph)" \
+                if name == "print" else ""
+            raise GraphBreak(f"`{name}()` has effects outside the graph; it runs eagerly{hint}")
         const = constant_args(args, kwargs)
         if const is not None:
             from .wrap import wrap_constant_result

@@ -110,7 +110,9 @@ class TensorMethodValue(Value):
     def call(self, tx, args, kwargs):
         name = self.name
         if name in _DATA_DEPENDENT:
-            raise GraphBreak(f"{_DATA_DEPENDENT[name]}; this cannot be captured in a graph")
+            raise GraphBreak(f"{_DATA_DEPENDENT[name]}; this cannot be captured in a graph"
+                             + (" (keep the value as a tensor to stay in the graph)"
+                                if name in ("item", "tolist") else ""))
         if name in _META_METHODS:
             from .base import constant_args
 
