@@ -111,6 +111,8 @@ class CaptureContext:
                 raise Unsupported(reason) from None
             new_code = self.resume_after_break(code, tctx, e) or code
         finally:
+            while tctx.autocasts:  # leave autocast blocks the trace entered (a break inside one)
+                tctx.autocasts.pop().__exit__(None, None, None)
             torch._C._set_grad_enabled(tctx.initial_grad)
         tctx.guards.distinct_tensors([i.source for i in tctx.graph.inputs])
         guard = compile_guards(tctx.guards, f_builtins)
@@ -131,6 +133,7 @@ class CaptureContext:
                 return None
             tctx.graph.rollback(checkpoint.nodes)
             del tctx.side_effects[checkpoint.side_effects:]
+            close_autocast_blocks(tctx, chain)
             codegen = BreakCodegen(code, chain, tctx.initial_grad, at=at)
             collector = Emitter(collecting=True)
             try:
@@ -188,6 +191,16 @@ class CaptureContext:
         blog = logs.get("bytecode")
         if blog.isEnabledFor(logging.DEBUG):
             blog.debug("bytecode of %s:\n%s", code.co_name, side_by_side(code, new_code))
+
+
+def close_autocast_blocks(tctx: TraceContext, chain) -> None:
+    """A graph that stops inside autocast blocks leaves them (innermost first); the resume re-enters."""
+    from .values.autocast import AutocastExitValue
+
+    for frame in reversed(chain):
+        for value in reversed(frame.checkpoint.stack):
+            if isinstance(value, AutocastExitValue) and not getattr(value.enter_node, "_erased", False):
+                value.close_in_graph(frame.tracer)
 
 
 def run_without_capture(compiled):

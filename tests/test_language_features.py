@@ -193,3 +193,32 @@ def test_sequential_slices_fully_captured():
     module = SlicedSequential()
     run_differential(lambda x: module(x), t(3, 4))
     assert_fully_captured(module, t(3, 4))
+
+
+def autocast_block(x, w):
+    y = x * 2
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        z = y @ w
+        inner_dtype = z.dtype
+    return z.float() + 1, inner_dtype, torch.is_autocast_enabled("cpu")
+
+
+def autocast_block_with_break(x, w):
+    y = x * 2
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        z = y @ w
+        print("inside", torch.is_autocast_enabled("cpu"))
+        z = z @ w
+    return z.float() + 1, torch.is_autocast_enabled("cpu")
+
+
+def test_autocast_block_fully_captured():
+    run_differential(autocast_block, t(4, 4), t(4, 4, seed=1))
+    assert_fully_captured(autocast_block, t(4, 4), t(4, 4, seed=1))
+
+
+def test_break_inside_autocast_keeps_the_graph_before_and_leaves_autocast():
+    run_differential(autocast_block_with_break, t(4, 4), t(4, 4, seed=1))
+    out = dynacap.explain(autocast_block_with_break)(t(4, 4), t(4, 4, seed=1))
+    assert (out.graph_count, out.graph_break_count) == (1, 1), str(out)
+    assert not torch.is_autocast_enabled("cpu")

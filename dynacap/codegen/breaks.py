@@ -27,6 +27,7 @@ from ..interpreter.tracer import FrameAtBreak
 from ..source import LocalSource
 from ..values.base import NullValue
 from ..values.containers import DictValue, IteratorValue, ListValue, SequenceValue, TupleValue
+from ..values.autocast import AutocastExitValue
 from ..values.grad_mode import GradExitValue
 from . import resume
 from .emitter import Emitter
@@ -223,6 +224,8 @@ def _frame_level(frame: FrameAtBreak, keep: int, result_slots: list, resume_offs
             layout.append(resume.NULL)
         elif isinstance(v, GradExitValue):
             layout.append(v.ctx.ctx_class)
+        elif isinstance(v, AutocastExitValue):
+            layout.append(v.factory())
         elif isinstance(v, IteratorValue):
             # Passed as a tuple of the items left; the resume's prefix turns it back into an
             # iterator, which its trace unrolls again.

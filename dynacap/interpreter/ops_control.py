@@ -98,10 +98,11 @@ def _raise(tx, ins):
 
 @handles("BEFORE_WITH")
 def _before_with(tx, ins):
+    from ..values.autocast import AutocastValue
     from ..values.grad_mode import GradModeValue
 
     manager = tx.stack[-1]
-    if not isinstance(manager, GradModeValue):
+    if not isinstance(manager, (GradModeValue, AutocastValue)):
         raise GraphBreak(f"`with` on {manager.describe()}: only torch.no_grad()/torch.enable_grad() blocks are "
                          "captured; the block's code around it runs eagerly")
     tx.pop()

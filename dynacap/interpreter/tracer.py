@@ -136,6 +136,8 @@ class TraceContext:
     made_closure: bool = False
     #: >0 while a built-in torch.nn layer's forward is being inlined (see values.module._inline_layer).
     library_depth: int = 0
+    #: Real autocast contexts entered for captured ``with torch.autocast()`` blocks, innermost last.
+    autocasts: list = field(default_factory=list)
 
 
 class Tracer:

@@ -90,6 +90,10 @@ class TorchValue(Value):
             if not all(i.is_constant() for i in items):
                 raise GraphBreak("torch.Size of non-constant values")
             return SizeValue(items)
+        if isinstance(fn, type) and issubclass(fn, torch.autocast):
+            from .autocast import make_autocast
+
+            return make_autocast(args, kwargs)
         if fn in (torch.no_grad, torch.enable_grad) and not args and not kwargs:
             from .grad_mode import GradModeValue
 
