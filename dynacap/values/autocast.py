@@ -42,6 +42,23 @@ class AutocastFactory:
         return hash(self._key())
 
 
+class AutocastFactoryValue(Value):
+    """An ``AutocastFactory`` in generated code: calling it makes the (not yet entered) block."""
+
+    def __init__(self, factory: AutocastFactory, source=None):
+        self.factory = factory
+        self.source = source
+
+    def describe(self):
+        return repr(self.factory)
+
+    def real_object(self):
+        return self.factory
+
+    def call(self, tx, args, kwargs):
+        return AutocastValue(self.factory.args, self.factory.kwargs)
+
+
 class AutocastValue(Value):
     """A ``torch.autocast(...)`` instance with constant arguments, not yet entered."""
 

@@ -122,11 +122,11 @@ def _bound_method(tx, obj, source) -> Value:
 
 def _object_value(tx, obj, source) -> Value:
     """The value kind of a non-tensor, non-constant, non-container object."""
-    from .autocast import AutocastFactory, AutocastValue
+    from .autocast import AutocastFactory, AutocastFactoryValue
 
     if isinstance(obj, AutocastFactory):
         # A resume prefix re-entering an autocast block.
-        return _AutocastFactoryValue(obj, source)
+        return AutocastFactoryValue(obj, source)
     if isinstance(obj, torch.nn.Module):
         return ModuleValue(obj, source)
     if isinstance(obj, types.FunctionType) and is_torch_object(obj):
@@ -183,10 +183,3 @@ def _all_literal(x) -> bool:
     if type(x) is dict:
         return all(is_literal(k) and is_literal(v) for k, v in x.items())
     return all(is_literal(i) for i in x)
-
-
-class _AutocastFactoryValue(OpaqueCallableValue):
-    def call(self, tx, args, kwargs):
-        from .autocast import AutocastValue
-
-        return AutocastValue(self.fn.args, self.fn.kwargs)
