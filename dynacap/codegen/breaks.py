@@ -111,8 +111,10 @@ def _regions(code: types.CodeType, offset: int) -> tuple[int, int]:
 
 
 #: Most iterations left in an unrolled ``for`` loop that a break inside it may be resumed for.
-#: Each later iteration's break resumes one call deeper, so this bounds the nesting.
-MAX_RESUMED_ITERATIONS = 16
+#: Each later iteration's break resumes one call deeper (and adds a graph), so this bounds the
+#: nesting; longer loops keep the graph before the break and run the rest eagerly, which is
+#: faster than many small graphs (seen on element-wise Python loops in real models).
+MAX_RESUMED_ITERATIONS = 4
 
 
 def loops_block_resume(frame: FrameAtBreak) -> str | None:
