@@ -44,7 +44,7 @@ examples:
   dynacap corpus tests/corpus_fixtures --compiler both --out out/
   dynacap corpus ~/checkouts --jobs 2 --timeout 60 --sample 200 --seed 1 --out runs/a
   dynacap corpus ~/checkouts --out runs/a --resume
-  dynacap corpus cases.jsonl --scheduler tcp://10.0.0.5:8786 --out runs/dask
+  dynacap corpus cases.jsonl --scheduler tcp://SCHEDULER_HOST:8786 --out runs/dask
   dynacap corpus cases.jsonl --scheduler local:2 --out runs/local-dask
 """
 
