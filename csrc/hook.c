@@ -1,5 +1,6 @@
-/* dynacap._C: the PEP 523 eval-frame hook, per-thread callback state and the
- * per-code cache of replacement code objects.
+/* dynacap._C: the PEP 523 eval-frame hook, per-thread callback state, cache
+ * lookup and the module's functions. The per-code cache itself (co_extra
+ * storage, entry checks) is in cache.c; shadow frames are in frame.c.
  *
  * For every fresh function frame on a thread that has set a callback, the hook
  * evaluates the guards of the code's cache entries; a hit runs the entry's
@@ -10,6 +11,7 @@
  * runs, and must not stay installed while no thread has a callback: an
  * installed hook disables 3.11's inlined Python-to-Python calls for everyone.
  */
+#include "cache.h"
 #include "frame.h"
 
 #include <string.h>
@@ -24,9 +26,6 @@ static _PyFrameEvalFunction previous_eval = _PyEval_EvalFrameDefault;
 
 /* Threads whose callback is set. The hook is installed exactly while > 0. */
 static int active_threads = 0;
-
-/* Our co_extra slot, requested once per process at import. */
-static Py_ssize_t extra_index = -1;
 
 /* Counters are global (all threads together): they are for tests and
  * benchmarks, and the GIL makes plain increments safe. */
@@ -137,63 +136,7 @@ thread_state_ensure(void)
 }
 
 /* ------------------------------------------------------------------------ */
-/* Per-code cache, stored in co_extra.                                        */
-
-typedef struct {
-    PyObject *entries; /* list of (guard_or_None, code) tuples, most recently hit first */
-    int skip;          /* never intercept this code again (until clear_cache) */
-} CodeCache;
-
-/* Called by the interpreter from code_dealloc for every extra slot, NULL or
- * not, possibly during shutdown: keep it trivial. */
-static void
-code_cache_free(void *p)
-{
-    CodeCache *cache = p;
-    if (cache != NULL) {
-        Py_XDECREF(cache->entries);
-        PyMem_Free(cache);
-    }
-}
-
-static CodeCache *
-code_cache(PyCodeObject *code)
-{
-    void *p = NULL;
-    /* Cannot fail for a code object and an index we were given. */
-    (void)_PyCode_GetExtra((PyObject *)code, extra_index, &p);
-    return p;
-}
-
-/* The cache is created once per code object and never replaced, so a
- * pointer to it stays valid as long as the code object lives;
- * clear_cache empties it in place. */
-static CodeCache *
-code_cache_ensure(PyCodeObject *code)
-{
-    CodeCache *cache = code_cache(code);
-    if (cache != NULL) {
-        return cache;
-    }
-    cache = PyMem_Calloc(1, sizeof(CodeCache));
-    if (cache == NULL) {
-        PyErr_NoMemory();
-        return NULL;
-    }
-    cache->entries = PyList_New(0);
-    if (cache->entries == NULL ||
-        _PyCode_SetExtra((PyObject *)code, extra_index, cache) < 0) {
-        code_cache_free(cache);
-        return NULL;
-    }
-    return cache;
-}
-
-/* ------------------------------------------------------------------------ */
 /* Reading a fresh frame.                                                     */
-
-#define GENERATOR_LIKE \
-    (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE)
 
 /* Only not-yet-started function bodies can be replaced. Module/class bodies
  * and exec carry an f_locals dict a shadow frame would drop (exec can even
@@ -207,16 +150,6 @@ is_fresh_function_frame(_PyInterpreterFrame *frame)
            (flags & CO_OPTIMIZED) && frame->f_locals == NULL &&
            !(flags & GENERATOR_LIKE) &&
            _PyInterpreterFrame_LASTI(frame) < 0;
-}
-
-/* Slots 0..n-1 hold the bound arguments, in both the original and the
- * replacement code: the only slots a shadow frame is given. */
-static int
-argument_slots(PyCodeObject *code)
-{
-    return code->co_argcount + code->co_kwonlyargcount +
-           ((code->co_flags & CO_VARARGS) ? 1 : 0) +
-           ((code->co_flags & CO_VARKEYWORDS) ? 1 : 0);
 }
 
 /* name -> value for everything bound at frame entry. The prologue
@@ -317,89 +250,6 @@ cache_lookup(ThreadState *ts, _PyInterpreterFrame *frame, CodeCache *cache,
     return status;
 }
 
-static int
-same_names(PyCodeObject *a, int a_start, PyCodeObject *b, int b_start, int n)
-{
-    for (int i = 0; i < n; i++) {
-        int eq = PyObject_RichCompareBool(PyTuple_GET_ITEM(a->co_localsplusnames, a_start + i),
-                                          PyTuple_GET_ITEM(b->co_localsplusnames, b_start + i),
-                                          Py_EQ);
-        if (eq <= 0) {
-            return eq;
-        }
-    }
-    return 1;
-}
-
-/* A replacement is run with the original's argument slots and closure, so
- * it must agree on both; anything else would read the wrong slots or past
- * the end of the closure. Checked once, when the entry is created. */
-static int
-check_replacement(PyCodeObject *orig, PyCodeObject *repl)
-{
-    const int kinds = CO_VARARGS | CO_VARKEYWORDS;
-    const char *why = NULL;
-    if (!(repl->co_flags & CO_OPTIMIZED) || (repl->co_flags & GENERATOR_LIKE)) {
-        why = "it must be a plain function body (not a generator or coroutine)";
-    }
-    else if (repl->co_argcount != orig->co_argcount ||
-             repl->co_posonlyargcount != orig->co_posonlyargcount ||
-             repl->co_kwonlyargcount != orig->co_kwonlyargcount ||
-             (repl->co_flags & kinds) != (orig->co_flags & kinds)) {
-        why = "the argument counts or kinds differ";
-    }
-    else if (repl->co_nfreevars != orig->co_nfreevars) {
-        why = "the free variables differ";
-    }
-    else {
-        /* Free variables are the trailing slots of both codes. */
-        int args_same = same_names(orig, 0, repl, 0, argument_slots(orig));
-        int free_same = args_same != 1 ? 1 :
-            same_names(orig, orig->co_nlocalsplus - orig->co_nfreevars,
-                       repl, repl->co_nlocalsplus - repl->co_nfreevars,
-                       orig->co_nfreevars);
-        if (args_same < 0 || free_same < 0) {
-            return -1;
-        }
-        why = !args_same ? "the argument names differ" :
-              !free_same ? "the free variables differ" : NULL;
-    }
-    if (why != NULL) {
-        PyErr_Format(PyExc_TypeError,
-                     "dynacap: replacement code %R cannot stand in for %R: %s",
-                     repl, orig, why);
-        return -1;
-    }
-    return 0;
-}
-
-/* Validates a callback result `(guard_or_None, code)` and returns a new
- * entry tuple for the cache of `orig`. */
-static PyObject *
-make_entry(PyCodeObject *orig, PyObject *result)
-{
-    if (!PyTuple_Check(result) || PyTuple_GET_SIZE(result) != 2) {
-        PyErr_Format(PyExc_TypeError,
-                     "dynacap callback must return None or (guard, code), not %.100s",
-                     Py_TYPE(result)->tp_name);
-        return NULL;
-    }
-    PyObject *guard = PyTuple_GET_ITEM(result, 0);
-    PyObject *code = PyTuple_GET_ITEM(result, 1);
-    if (guard != Py_None && !PyCallable_Check(guard)) {
-        PyErr_SetString(PyExc_TypeError, "dynacap callback: guard must be callable or None");
-        return NULL;
-    }
-    if (!PyCode_Check(code)) {
-        PyErr_SetString(PyExc_TypeError, "dynacap callback: second item must be a code object");
-        return NULL;
-    }
-    if (check_replacement(orig, (PyCodeObject *)code) < 0) {
-        return NULL;
-    }
-    return PyTuple_Pack(2, guard, code);
-}
-
 /* ------------------------------------------------------------------------ */
 /* The hook.                                                                  */
 
@@ -416,7 +266,7 @@ run_replacement(PyThreadState *tstate, _PyInterpreterFrame *frame, PyCodeObject 
     /* Raw copies are right even for cell arguments and free variables: the
      * replacement's own prologue runs MAKE_CELL and COPY_FREE_VARS. Free
      * slots must stay NULL, since COPY_FREE_VARS overwrites without DECREF. */
-    int nargs = argument_slots(code);
+    int nargs = dc_argument_slots(code);
     for (int i = 0; i < nargs; i++) {
         shadow->localsplus[i] = Py_XNewRef(frame->localsplus[i]);
     }
@@ -455,7 +305,7 @@ dynacap_eval_frame(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwf
         return previous_eval(tstate, frame, throwflag);
     }
     PyCodeObject *code = frame->f_code;
-    CodeCache *cache = code_cache(code);
+    CodeCache *cache = dc_code_cache(code);
     if (cache != NULL && cache->skip) {
         return previous_eval(tstate, frame, throwflag);
     }
@@ -484,9 +334,9 @@ dynacap_eval_frame(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwf
             Py_DECREF(locals);
             return previous_eval(tstate, frame, throwflag);
         }
-        PyObject *entry = make_entry(code, result);
+        PyObject *entry = dc_make_entry(code, result);
         Py_DECREF(result);
-        if (entry == NULL || (cache = code_cache_ensure(code)) == NULL ||
+        if (entry == NULL || (cache = dc_code_cache_ensure(code)) == NULL ||
             PyList_Append(cache->entries, entry) < 0) {
             Py_XDECREF(entry);
             Py_DECREF(locals);
@@ -589,7 +439,7 @@ static PyObject *
 m_set_skip(PyObject *module, PyObject *arg)
 {
     PyCodeObject *code = code_arg(arg);
-    CodeCache *cache = code ? code_cache_ensure(code) : NULL;
+    CodeCache *cache = code ? dc_code_cache_ensure(code) : NULL;
     if (cache == NULL) {
         return NULL;
     }
@@ -604,7 +454,7 @@ m_is_skip(PyObject *module, PyObject *arg)
     if (code == NULL) {
         return NULL;
     }
-    CodeCache *cache = code_cache(code);
+    CodeCache *cache = dc_code_cache(code);
     return PyBool_FromLong(cache != NULL && cache->skip);
 }
 
@@ -615,7 +465,7 @@ m_cache_entries(PyObject *module, PyObject *arg)
     if (code == NULL) {
         return NULL;
     }
-    CodeCache *cache = code_cache(code);
+    CodeCache *cache = dc_code_cache(code);
     if (cache == NULL) {
         return PyList_New(0);
     }
@@ -630,7 +480,7 @@ m_clear_cache(PyObject *module, PyObject *arg)
     if (code == NULL) {
         return NULL;
     }
-    CodeCache *cache = code_cache(code);
+    CodeCache *cache = dc_code_cache(code);
     if (cache != NULL) {
         cache->skip = 0;
         /* In place: the list stays consistent while dropped entries run
@@ -704,12 +554,8 @@ PyInit__C(void)
         PyErr_SetString(PyExc_ImportError, "dynacap._C: cannot create thread-local key");
         return NULL;
     }
-    if (extra_index < 0) {
-        extra_index = _PyEval_RequestCodeExtraIndex(code_cache_free);
-        if (extra_index < 0) {
-            PyErr_SetString(PyExc_ImportError, "dynacap._C: no co_extra slot left");
-            return NULL;
-        }
+    if (dc_cache_init() < 0) {
+        return NULL;
     }
     return PyModule_Create(&module_def);
 }
