@@ -27,7 +27,6 @@ from .codegen.rewrite import build_rewritten_code, emit_side_effects
 from .errors import BackendError, BreakReason, GraphBreak, Unsupported
 from .guards import compile_guards
 from .interpreter import TraceContext, Tracer
-from .interpreter import ops_calls, ops_containers, ops_control, ops_variables, operators  # noqa: F401 (handlers)
 from .interpreter.skipfiles import is_skipped_file
 
 _warned_cache_limit: set = set()

@@ -1,29 +1,18 @@
 """The Python face of the C frame hook (``dynacap._C``).
 
-``capturing(callback)`` sets this thread's frame callback for the duration
-of a call; the C side installs the PEP 523 hook only while some thread has
+``call_with_callback(callback, fn, ...)`` sets this thread's frame callback
+for the duration of a call; the C side installs the PEP 523 hook only while some thread has
 a callback, so code outside dynacap runs at full speed.  ``tracked_codes``
 remembers every code object given a cache entry or skip mark, so that
 ``reset()`` can drop them all.  No capture logic lives here.
 """
 from __future__ import annotations
 
-import contextlib
 import weakref
 
 from . import _C
 
 _tracked = weakref.WeakSet()
-
-
-@contextlib.contextmanager
-def capturing(callback):
-    """Run the body with ``callback`` (or None: no capture) as this thread's frame callback."""
-    previous = _C.set_callback(callback)
-    try:
-        yield
-    finally:
-        _C.set_callback(previous)
 
 
 #: ``call_with_callback(callback, fn, *args, **kwargs)``: ``fn(*args, **kwargs)`` with ``callback``

@@ -141,7 +141,7 @@ def _module_entry(mod: torch.nn.Module):
 
     forward = getattr(type(mod).forward, "__code__", None)
     if forward is None or not is_skipped_file(forward.co_filename):
-        return lambda module, *args, **kwargs: module(*args, **kwargs)
+        return type(mod).__call__  # called as entry(module, *args): no extra frame per call
     namespace: dict = {}
     source = "def module_entry(module, /, *args, **kwargs):\n    return module(*args, **kwargs)\n"
     exec(compile(source, f"<optimized {type(mod).__name__}>", "exec"), namespace)

@@ -15,6 +15,7 @@ This module never traces.
 """
 from __future__ import annotations
 
+import functools
 import types
 from dataclasses import dataclass
 
@@ -273,7 +274,8 @@ class BreakCodegen:
         self.at = at
 
     # -- the pieces ------------------------------------------------------------------
-    def branches(self):
+    @functools.cached_property
+    def outcomes(self):
         """Per control-flow outcome of the eager instruction: (jump?, innermost Level, outer Levels)."""
         ins = self.inner.instruction
         if self.at:
@@ -313,7 +315,7 @@ class BreakCodegen:
         self.share_containers(cg)
         for v in self.operands():
             v.reconstruct(cg)
-        for _, inner, outers in self.branches():
+        for _, inner, outers in self.outcomes:
             for level in [inner, *outers]:
                 for v in level.stack_values:
                     v.reconstruct(cg)
@@ -336,7 +338,7 @@ class BreakCodegen:
                     cg.share(value)
 
         roots = list(self.operands())
-        for _, inner, outers in self.branches():
+        for _, inner, outers in self.outcomes:
             for level in [inner, *outers]:
                 roots.extend(level.stack_values)
                 roots.extend(v for name in level.live
@@ -352,7 +354,7 @@ class BreakCodegen:
         emit_side_effects(cg, side_effects)
         self.share_containers(cg)
         if self.at:
-            self._emit_resume_call(cg, self.branches()[0], switch_grad=False)
+            self._emit_resume_call(cg, self.outcomes[0], switch_grad=False)
             return build_code(self.original, cg.instructions)
         switch_grad = self.grad_at_break != self.initial_grad
         if switch_grad:
@@ -363,7 +365,7 @@ class BreakCodegen:
         try_begin = TryBegin(handler, push_lasti=True, stack_depth=UNSET) if switch_grad else None
         if try_begin is not None:
             cg.instructions.append(try_begin)
-        branches = self.branches()
+        branches = self.outcomes
         ins = self.inner.instruction
         if ins.opname in _BRANCHES:
             jump_label = Label()

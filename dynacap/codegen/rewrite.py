@@ -28,7 +28,7 @@ def emit_side_effects(cg: Emitter, side_effects: list[SideEffect]) -> None:
         if effect.kind == "setattr":
             effect.target.reconstruct(cg)
             cg.append("STORE_ATTR", effect.name)
-        elif effect.globals_source:
+        elif effect.own_globals:
             cg.append("STORE_GLOBAL", effect.name)
         else:
             cg.load_const(effect.target)

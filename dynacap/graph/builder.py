@@ -41,6 +41,8 @@ class GraphBuilder:
         self._attr_names: dict[int, str] = {}
         self.attrs: dict[str, object] = {}
         self._fake_cache: dict[int, torch.Tensor] = {}
+        #: The real tensors behind ``_fake_cache`` (its keys are their ids, which must stay unique).
+        self._faked: list[torch.Tensor] = []
         #: Every non-placeholder node in creation order, so a failed instruction can be rolled back.
         self.created: list[fx.Node] = []
         #: id(fake tensor) -> its value: an op that returns one of its inputs (in-place ops,
@@ -110,8 +112,7 @@ class GraphBuilder:
         if fake is None:
             fake = self.fake_mode.from_tensor(tensor, static_shapes=True)
             self._fake_cache[id(tensor)] = fake
-            self._keepalive = getattr(self, "_keepalive", [])
-            self._keepalive.append(tensor)
+            self._faked.append(tensor)
         return fake
 
     # -- operations ---------------------------------------------------------------

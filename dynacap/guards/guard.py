@@ -52,7 +52,7 @@ class GuardSet:
     def __iter__(self):
         return iter(sorted(self._guards.values(), key=lambda g: COST[g.kind]))
 
-    def _const(self, value) -> str:
+    def _const(self) -> str:
         name = f"___c{self._counter}"
         self._counter += 1
         return name
@@ -63,7 +63,7 @@ class GuardSet:
         Objects are bound as constants of the compiled check, so ``{name}``
         in the template becomes a reference to the object, not its repr.
         """
-        names = {key: self._const(obj) for key, obj in objects.items()}
+        names = {key: self._const() for key in objects}
         expr = template.format(s=source.expr() if source is not None else "", **names)
         key = expr
         for k, n in names.items():

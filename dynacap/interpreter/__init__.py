@@ -7,4 +7,7 @@ containers, control flow).  To find where an opcode is handled, grep for
 """
 from .tracer import CellBox, TraceContext, Tracer
 
+# Importing the opcode families registers their handlers in ``tracer.HANDLERS``.
+from . import operators, ops_calls, ops_containers, ops_control, ops_variables  # noqa: E402,F401
+
 __all__ = ["Tracer", "TraceContext", "CellBox"]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..errors import GraphBreak
 from ..values.constant import ConstantValue
-from ..values.containers import DictValue, ListValue, SequenceValue, TupleValue
+from ..values.containers import DictValue, ListValue, TupleValue
 from ..values.tensor import TensorValue
 from .tracer import handles
 
@@ -164,5 +164,3 @@ def _unpack_ex(tx, ins):
     for item in reversed(items[:before]):
         tx.push(item)
 
-
-__all__ = ["SequenceValue"]

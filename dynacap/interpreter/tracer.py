@@ -25,7 +25,7 @@ from .. import config
 from ..errors import GraphBreak
 from ..graph import GraphBuilder
 from ..guards import GuardSet
-from ..source import BuiltinSource, GlobalSource, LocalSource, ModuleGlobalSource
+from ..source import BuiltinSource, GlobalSource, ModuleGlobalSource
 from ..values.base import Value
 from .skipfiles import is_layer_file
 
@@ -81,7 +81,6 @@ class Checkpoint:
     side_effects: int
     mutations: int
     grad_enabled: bool
-    ip: int
 
 
 @dataclass
@@ -98,8 +97,6 @@ class WithBlock:
     """An active ``with`` block on a grad-mode context (the only kind captured)."""
 
     ctx_class: type  # torch.no_grad or torch.enable_grad
-    stack_index: int  # where its ``__exit__`` sits on the value stack
-    prev_grad: bool
 
 
 @dataclass
@@ -110,7 +107,8 @@ class SideEffect:
     target: object  # Value (setattr) or globals dict (store_global)
     name: str
     value: Value
-    globals_source: object = None
+    #: For "store_global": whether ``target`` is the root frame's own globals (``STORE_GLOBAL``).
+    own_globals: bool = False
 
 
 @dataclass
@@ -132,8 +130,6 @@ class TraceContext:
     mutations: int = 0
     #: Grad mode when the root frame started.
     initial_grad: bool = True
-    #: Set when a closure over one of the root frame's cells was created (cells cannot be passed on).
-    made_closure: bool = False
     #: >0 while a built-in torch.nn layer's forward is being inlined (see values.module._inline_layer).
     library_depth: int = 0
     #: Real autocast contexts entered for captured ``with torch.autocast()`` blocks, innermost last.
@@ -251,7 +247,6 @@ class Tracer:
             side_effects=len(ctx.side_effects),
             mutations=ctx.mutations,
             grad_enabled=torch.is_grad_enabled(),
-            ip=self.ip,
         )
 
     def jump_to(self, offset: int) -> None:

@@ -12,7 +12,7 @@ import types
 
 from ..errors import GraphBreak
 from .base import Value, constant_args
-from .constant import ConstantValue, is_literal
+from .constant import ConstantValue
 
 
 class UserFunctionValue(Value):
@@ -239,13 +239,3 @@ def _is_pure(fn) -> bool:
     module = getattr(fn, "__module__", None) or getattr(getattr(fn, "__self__", None), "__name__", None)
     return module in ("math", "_operator", "operator", "cmath") or fn in (math.sqrt, operator.index)
 
-
-__all__ = [
-    "UserFunctionValue",
-    "BoundMethodValue",
-    "ConstantMethodValue",
-    "ContainerMethodValue",
-    "PythonModuleValue",
-    "OpaqueCallableValue",
-    "is_literal",
-]

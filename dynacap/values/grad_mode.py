@@ -41,7 +41,7 @@ class GradModeValue(Value):
         torch._C._set_grad_enabled(self.mode)
         exit_value = GradExitValue(self, prev)
         tx.push(exit_value)
-        tx.blocks.append(WithBlock(self.ctx_class, len(tx.stack) - 1, prev))
+        tx.blocks.append(WithBlock(self.ctx_class))
         return ConstantValue(None)
 
     def reconstruct(self, cg):

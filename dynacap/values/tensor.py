@@ -20,7 +20,7 @@ from .containers import SizeValue
 
 #: Attributes answered from the fake tensor as constants.
 _META_ATTRS = {"dtype", "device", "layout", "requires_grad", "is_cuda", "is_sparse", "is_quantized",
-               "is_meta", "is_leaf", "ndim", "is_mkldnn", "is_complex_attr"}
+               "is_meta", "is_leaf", "ndim", "is_mkldnn"}
 #: Methods answered from the fake tensor as constants (static shapes).
 _META_METHODS = {"dim", "ndimension", "numel", "nelement", "element_size", "is_contiguous", "is_floating_point",
                  "is_complex", "stride", "get_device", "is_signed", "storage_offset", "size"}
@@ -122,8 +122,6 @@ class TensorMethodValue(Value):
             result = getattr(self.tensor.fake, name)(*const[0], **const[1])
             if isinstance(result, torch.Size):
                 return SizeValue([ConstantValue(d) for d in result])
-            if isinstance(result, tuple):
-                return ConstantValue(result)
             return ConstantValue(result)
         if name == "type" and not args and not kwargs:
             return ConstantValue(self.tensor.fake.type())

@@ -43,10 +43,7 @@ def wrap(tx, obj, source: Source | None) -> Value:
         return SizeValue([ConstantValue(d) for d in obj], source)
     if is_literal(obj) and type(obj) is not tuple:
         if source is not None:
-            if isinstance(obj, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
-                g.equals_match(source, obj)
-            else:
-                g.equals_match(source, obj)
+            g.equals_match(source, obj)
         return ConstantValue(obj, source)
     if type(obj) in (list, dict) and id(obj) in tx.ctx.containers:
         return tx.ctx.containers[id(obj)]
