@@ -130,8 +130,7 @@ class CaptureContext:
             checkpoint = chain[-1].checkpoint
             if tctx.mutations != checkpoint.mutations:
                 return None
-            tctx.graph.rollback(checkpoint.nodes)
-            del tctx.side_effects[checkpoint.side_effects:]
+            tctx.rollback(checkpoint.nodes, checkpoint.side_effects)
             close_autocast_blocks(tctx, chain)
             codegen = BreakCodegen(code, chain, tctx.initial_grad, at=at)
             collector = Emitter(collecting=True)

@@ -135,6 +135,11 @@ class TraceContext:
     #: Real autocast contexts entered for captured ``with torch.autocast()`` blocks, innermost last.
     autocasts: list = field(default_factory=list)
 
+    def rollback(self, nodes: int, side_effects: int) -> None:
+        """Forget the graph nodes and side effects recorded after those counts (an instruction that broke)."""
+        self.graph.rollback(nodes)
+        del self.side_effects[side_effects:]
+
 
 class Tracer:
     def __init__(self, code: types.CodeType, ctx: TraceContext, f_globals: dict, parent: "Tracer | None" = None):

@@ -72,8 +72,8 @@ class BoundMethodValue(Value):
         cg.append("CALL", 2)
 
 
-class ConstantMethodValue(Value):
-    """A method of a constant (``"a,b".split``, ``(1, 2).index``): evaluated at capture time."""
+class MethodOfValue(Value):
+    """``owner.name`` for a method of a symbolic value, before the call; rebuilt as that attribute."""
 
     def __init__(self, owner: Value, name: str):
         self.owner = owner
@@ -86,6 +86,10 @@ class ConstantMethodValue(Value):
         self.owner.reconstruct(cg)
         cg.append("LOAD_ATTR", self.name)
 
+
+class ConstantMethodValue(MethodOfValue):
+    """A method of a constant (``"a,b".split``, ``(1, 2).index``): evaluated at capture time."""
+
     def call(self, tx, args, kwargs):
         const = constant_args(args, kwargs)
         if const is None:
@@ -96,24 +100,13 @@ class ConstantMethodValue(Value):
         return wrap_constant_result(result, self.describe())
 
 
-class ContainerMethodValue(Value):
+class ContainerMethodValue(MethodOfValue):
     """Methods of symbolic tuples, lists and dicts."""
-
-    def __init__(self, container: Value, name: str):
-        self.container = container
-        self.name = name
-
-    def describe(self):
-        return f"method .{self.name} of {self.container.describe()}"
-
-    def reconstruct(self, cg) -> None:
-        self.container.reconstruct(cg)
-        cg.append("LOAD_ATTR", self.name)
 
     def call(self, tx, args, kwargs):
         from .containers import DictValue, ListValue, TupleValue
 
-        c, name = self.container, self.name
+        c, name = self.owner, self.name
         if kwargs and name not in ("update",):
             raise GraphBreak(f"{self.describe()} with keyword arguments")
         if isinstance(c, ListValue):

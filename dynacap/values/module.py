@@ -268,8 +268,7 @@ def _inline_layer(tx, layer: ModuleValue, args, kwargs):
     except GraphBreak:
         if ctx.mutations != mutations:
             raise
-        ctx.graph.rollback(nodes)
-        del ctx.side_effects[effects:]
+        ctx.rollback(nodes, effects)
         torch._C._set_grad_enabled(grad)
         tx.calling = False
         return None

@@ -17,6 +17,7 @@ from ..errors import GraphBreak
 from .base import Value
 from .constant import ConstantValue
 from .containers import SizeValue
+from .functions import MethodOfValue
 
 #: Attributes answered from the fake tensor as constants.
 _META_ATTRS = {"dtype", "device", "layout", "requires_grad", "is_cuda", "is_sparse", "is_quantized",
@@ -93,19 +94,11 @@ class TensorValue(Value):
         cg.load_tensor(self)
 
 
-class TensorMethodValue(Value):
+class TensorMethodValue(MethodOfValue):
     """``tensor.method`` before the call."""
-
-    def __init__(self, tensor: TensorValue, name: str):
-        self.tensor = tensor
-        self.name = name
 
     def describe(self) -> str:
         return f"method tensor.{self.name}"
-
-    def reconstruct(self, cg) -> None:
-        self.tensor.reconstruct(cg)
-        cg.append("LOAD_ATTR", self.name)
 
     def call(self, tx, args, kwargs):
         name = self.name
@@ -119,10 +112,10 @@ class TensorMethodValue(Value):
             const = constant_args(args, kwargs)
             if const is None:
                 raise GraphBreak(f"`tensor.{name}()` with non-constant arguments")
-            result = getattr(self.tensor.fake, name)(*const[0], **const[1])
+            result = getattr(self.owner.fake, name)(*const[0], **const[1])
             if isinstance(result, torch.Size):
                 return SizeValue([ConstantValue(d) for d in result])
             return ConstantValue(result)
         if name == "type" and not args and not kwargs:
-            return ConstantValue(self.tensor.fake.type())
-        return tx.graph.call("call_method", name, [self.tensor, *args], kwargs, f"tensor.{name}()")
+            return ConstantValue(self.owner.fake.type())
+        return tx.graph.call("call_method", name, [self.owner, *args], kwargs, f"tensor.{name}()")
