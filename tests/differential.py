@@ -170,6 +170,15 @@ def assert_same(expected, actual, path: str = "result", *, rtol=None, atol=None)
     assert actual == expected, f"{path}: {actual!r} != {expected!r}"
 
 
+def _children(obj, path):
+    """``(item, path)`` for the items of a list, tuple or dict (nothing for other objects)."""
+    if isinstance(obj, (list, tuple)):
+        return [(x, f"{path}[{i}]") for i, x in enumerate(obj)]
+    if isinstance(obj, dict):
+        return [(x, f"{path}[{k!r}]") for k, x in obj.items()]
+    return []
+
+
 def _tensor_paths(obj, path, out, seen):
     """Map id(tensor) -> path for every tensor reachable through plain containers."""
     if id(obj) in seen:
@@ -177,14 +186,10 @@ def _tensor_paths(obj, path, out, seen):
     if isinstance(obj, torch.Tensor):
         out.setdefault(id(obj), path)
         return
-    if isinstance(obj, (list, tuple)):
+    if isinstance(obj, (list, tuple, dict)):
         seen.add(id(obj))
-        for i, x in enumerate(obj):
-            _tensor_paths(x, f"{path}[{i}]", out, seen)
-    elif isinstance(obj, dict):
-        seen.add(id(obj))
-        for k, x in obj.items():
-            _tensor_paths(x, f"{path}[{k!r}]", out, seen)
+    for x, sub in _children(obj, path):
+        _tensor_paths(x, sub, out, seen)
 
 
 def _aliases(result, inputs) -> dict:
@@ -199,14 +204,10 @@ def _aliases(result, inputs) -> dict:
         if isinstance(obj, torch.Tensor):
             found[path] = input_paths.get(id(obj))
             return
-        if isinstance(obj, (list, tuple)):
+        if isinstance(obj, (list, tuple, dict)):
             seen = seen | {id(obj)}
-            for i, x in enumerate(obj):
-                walk(x, f"{path}[{i}]", seen)
-        elif isinstance(obj, dict):
-            seen = seen | {id(obj)}
-            for k, x in obj.items():
-                walk(x, f"{path}[{k!r}]", seen)
+        for x, sub in _children(obj, path):
+            walk(x, sub, seen)
 
     walk(result, "result", frozenset())
     return found
@@ -221,12 +222,8 @@ def _alias_groups(result) -> list:
             return
         if isinstance(obj, torch.Tensor):
             groups.setdefault(id(obj), []).append(path)
-        elif isinstance(obj, (list, tuple)):
-            for i, x in enumerate(obj):
-                walk(x, f"{path}[{i}]", depth + 1)
-        elif isinstance(obj, dict):
-            for k, x in obj.items():
-                walk(x, f"{path}[{k!r}]", depth + 1)
+        for x, sub in _children(obj, path):
+            walk(x, sub, depth + 1)
 
     walk(result, "result")
     return sorted(g for g in groups.values() if len(g) > 1)
@@ -239,12 +236,8 @@ def _container_aliases(result, inputs) -> dict:
     def index(obj, path):
         if isinstance(obj, (list, dict)) and id(obj) not in input_paths:
             input_paths[id(obj)] = path
-        if isinstance(obj, (list, tuple)):
-            for i, x in enumerate(obj):
-                index(x, f"{path}[{i}]")
-        elif isinstance(obj, dict):
-            for k, x in obj.items():
-                index(x, f"{path}[{k!r}]")
+        for x, sub in _children(obj, path):
+            index(x, sub)
 
     index(inputs, "inputs")
     found: dict = {}
@@ -254,12 +247,8 @@ def _container_aliases(result, inputs) -> dict:
             return
         if isinstance(obj, (list, dict)):
             found[path] = input_paths.get(id(obj))
-        if isinstance(obj, (list, tuple)):
-            for i, x in enumerate(obj):
-                walk(x, f"{path}[{i}]", depth + 1)
-        elif isinstance(obj, dict):
-            for k, x in obj.items():
-                walk(x, f"{path}[{k!r}]", depth + 1)
+        for x, sub in _children(obj, path):
+            walk(x, sub, depth + 1)
 
     walk(result, "result")
     return found
