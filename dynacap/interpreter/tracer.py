@@ -362,14 +362,16 @@ class Tracer:
         if getattr(fn, "_dynacap_disabled", False) or (is_skipped_file(code.co_filename) and not library):
             raise GraphBreak(f"call to {fn.__qualname__}, which dynacap does not capture "
                              f"({'dynacap.disable' if getattr(fn, '_dynacap_disabled', False) else 'skipped file'})")
+        # The code that runs is fn's own: never the signature functools.wraps advertises.
+        signature = inspect.signature(fn, follow_wrapped=False)
         try:
-            bound = inspect.signature(fn).bind(*args, **kwargs)
+            bound = signature.bind(*args, **kwargs)
         except TypeError as e:
             raise GraphBreak(f"calling {fn.__qualname__}: {e} (TypeError at run time)") from None
         bound.apply_defaults()
         child = Tracer(code, self.ctx, fn.__globals__, parent=self)
         child.direct_call, self.calling = self.calling, False
-        params = inspect.signature(fn).parameters
+        params = signature.parameters
         for name, value in bound.arguments.items():
             kind = params[name].kind
             if kind is inspect.Parameter.VAR_POSITIONAL:
@@ -405,7 +407,7 @@ def _default_source(fn_value, name: str, param: inspect.Parameter):
         return None
     if param.kind is inspect.Parameter.KEYWORD_ONLY:
         return ItemSource(AttrSource(fn_value.source, "__kwdefaults__"), name)
-    positional = [p for p in inspect.signature(fn_value.fn).parameters.values()
+    positional = [p for p in inspect.signature(fn_value.fn, follow_wrapped=False).parameters.values()
                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     with_defaults = [p.name for p in positional if p.default is not p.empty]
     return ItemSource(AttrSource(fn_value.source, "__defaults__"), with_defaults.index(name))

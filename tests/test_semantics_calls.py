@@ -1,0 +1,28 @@
+"""Semantics regressions (issue 7) for calls: arguments are bound as the called code expects."""
+import functools
+
+import torch
+
+from differential import run_differential
+
+
+def _passthrough(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+@_passthrough
+def _shifted(x, eps=1e-5):
+    return x + eps
+
+
+def test_functools_wraps_wrapper_binds_its_own_signature():
+    # inspect.signature follows __wrapped__ to (x, eps); the wrapper's code takes (*args, **kwargs).
+    def f(x):
+        return _shifted(x, eps=0.1) * _shifted(x)
+
+    diff = run_differential(f, torch.randn(3))
+    assert diff.compiles_first == 1
