@@ -11,7 +11,7 @@ import builtins as _builtins
 
 import torch
 
-from .guard import Guard, GuardSet
+from .guard import COMPLEX_BITS, FLOAT_BITS, Guard, GuardSet, same_constant
 
 
 class CompiledGuard:
@@ -55,6 +55,9 @@ def _scope(constants: dict, G) -> dict:
         "___default_dtype": torch.get_default_dtype,
         "___any_autocast": torch._C._is_any_autocast_enabled,
         "B": _builtins.__dict__,
+        "___float_bits": FLOAT_BITS,
+        "___complex_bits": COMPLEX_BITS,
+        "___same_constant": same_constant,
         "len": len,
         "type": type,
     }

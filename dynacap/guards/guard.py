@@ -7,6 +7,8 @@ ordered by ``COST`` so that the compiled check fails fast.
 """
 from __future__ import annotations
 
+import math
+import struct
 from dataclasses import dataclass, field
 
 import torch
@@ -83,17 +85,39 @@ class GuardSet:
         self.add("TYPE_MATCH", source, "type({s}) is {t}", f"type({source.expr()}) is {t.__qualname__}", t=t)
 
     def equals_match(self, source: Source, value) -> None:
+        """``{s}`` is a constant of the same type and the same value, bit for bit.
+
+        ``==`` is not enough: ``-0.0 == 0.0``, ``nan != nan`` and, inside containers,
+        ``1 == True == 1.0``.  Those cases compare exactly (floats by their bits); the
+        common ones keep a single ``==`` after the type check.
+        """
         if value is None or value is True or value is False or value is Ellipsis:
             self.add("ID_MATCH", source, f"{{s}} is {value!r}")
             return
         t = type(value)
-        if t in (int, float, str, bytes, complex) and repr(value) == repr(t(value)) and _literal_ok(value):
+        desc = f"{source.expr()} == {value!r}"
+        if t is float and not _plain_float(value):
+            self.add("EQUALS_MATCH", source, "type({s}) is float and ___float_bits({s}) == {bits}", desc,
+                     bits=FLOAT_BITS(value))
+        elif t is complex and not (_plain_float(value.real) and _plain_float(value.imag)):
+            self.add("EQUALS_MATCH", source,
+                     "type({s}) is complex and ___complex_bits({s}.real, {s}.imag) == {bits}", desc,
+                     bits=COMPLEX_BITS(value.real, value.imag))
+        elif t in (int, float, str, bytes, complex) and repr(value) == repr(t(value)) and _literal_ok(value):
             literal = repr(value).replace("{", "{{").replace("}", "}}")
-            self.add("EQUALS_MATCH", source, f"type({{s}}) is {{t}} and {{s}} == {literal}",
-                     f"{source.expr()} == {value!r}", t=t)
+            self.add("EQUALS_MATCH", source, f"type({{s}}) is {{t}} and {{s}} == {literal}", desc, t=t)
+        elif needs_exact_match(value):
+            self.add("EQUALS_MATCH", source, "___same_constant({s}, {v})", desc, v=value)
         else:
-            self.add("EQUALS_MATCH", source, "type({s}) is {t} and {s} == {v}",
-                     f"{source.expr()} == {value!r}", t=t, v=value)
+            self.add("EQUALS_MATCH", source, "type({s}) is {t} and {s} == {v}", desc, t=t, v=value)
+
+    def keys_match(self, source: Source, keys: list) -> None:
+        """The keys of a dict (or ``_modules``), in order; exact unless they are all plain strings."""
+        desc = f"keys of {source.expr()} == {keys}"
+        if all(type(k) is str for k in keys):
+            self.add("EQUALS_MATCH", source, "list({s}) == {keys}", desc, keys=keys)
+        else:
+            self.add("EQUALS_MATCH", source, "___same_constant(list({s}), {keys})", desc, keys=keys)
 
     def length(self, source: Source, obj) -> None:
         self.type_match(source, obj)
@@ -180,3 +204,55 @@ def _literal_ok(value) -> bool:
     if isinstance(value, float):
         return value == value and value not in (float("inf"), float("-inf"))
     return True
+
+
+FLOAT_BITS = struct.Struct("<d").pack
+COMPLEX_BITS = struct.Struct("<dd").pack
+
+
+def _plain_float(x: float) -> bool:
+    """Whether ``==`` on this float is exact: not a zero (``-0.0 == 0.0``) and not a NaN."""
+    return x != 0.0 and not math.isnan(x)
+
+
+#: Types whose ``==`` is exact between two instances of the same type.
+_EXACT_EQ = (int, str, bytes, type(None), type(Ellipsis), type(NotImplemented), range)
+
+
+def needs_exact_match(value) -> bool:
+    """Whether ``type(a) is type(b) and a == b`` could accept a different constant than ``value``.
+
+    True for floats and complex numbers that are zeros or NaNs, and for containers holding
+    floats, complex numbers or bools (``(1,) == (True,) == (1.0,)``).
+    """
+    t = type(value)
+    if t is float:
+        return not _plain_float(value)
+    if t is complex:
+        return not (_plain_float(value.real) and _plain_float(value.imag))
+    if t in (tuple, frozenset, list) or isinstance(value, torch.Size):
+        return any(type(x) in (float, complex, bool) or needs_exact_match(x) for x in value)
+    if t is slice:
+        return needs_exact_match((value.start, value.stop, value.step))
+    return False
+
+
+def same_constant(a, b) -> bool:
+    """``a`` and ``b`` are the same constant: same types throughout, floats equal bit for bit."""
+    t = type(a)
+    if t is not type(b):
+        return False
+    if t is float:
+        return FLOAT_BITS(a) == FLOAT_BITS(b)
+    if t is complex:
+        return COMPLEX_BITS(a.real, a.imag) == COMPLEX_BITS(b.real, b.imag)
+    if t in (tuple, list) or isinstance(a, torch.Size):
+        return len(a) == len(b) and all(same_constant(x, y) for x, y in zip(a, b))
+    if t is frozenset:
+        # Elements of a set are distinct under ==, so matching each of b's in a is a bijection.
+        return len(a) == len(b) and all(any(same_constant(x, y) for y in a) for x in b)
+    if t is slice:
+        return same_constant((a.start, a.stop, a.step), (b.start, b.stop, b.step))
+    if t in _EXACT_EQ:
+        return a == b
+    return a is b or (a == b) is True

@@ -66,7 +66,7 @@ def read_local(tx, name: str) -> Value:
         # A comprehension's iterator argument `.0`: inspect.signature (which binds the arguments
         # of inlined calls) names it `implicit0`.
         return tx.locals[f"implicit{name[1:]}"]
-    if tx.is_root and name in tx.frame_values:
+    if tx.is_root and name in tx.frame_values and name not in tx.deleted:
         value = wrap(tx, tx.frame_values[name], LocalSource(name))
         tx.locals[name] = value
         return value
@@ -81,6 +81,7 @@ def _load_fast(tx, ins):
 @handles("STORE_FAST")
 def _store_fast(tx, ins):
     tx.locals[ins.argval] = tx.pop()
+    tx.deleted.discard(ins.argval)
 
 
 @handles("DELETE_FAST")

@@ -60,8 +60,7 @@ def wrap(tx, obj, source: Source | None) -> Value:
             raise GraphBreak("a dict with non-constant keys")
         if source is not None:
             g.type_match(source, obj)
-            g.add("EQUALS_MATCH", source, "list({s}) == {keys}", f"keys of {source.expr()} == {list(obj)}",
-                  keys=list(obj))
+            g.keys_match(source, list(obj))
         value = DictValue({k: wrap(tx, v, ItemSource(source, k) if source is not None else None)
                            for k, v in obj.items()}, source)
         tx.ctx.containers[id(obj)] = value
