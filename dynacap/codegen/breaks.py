@@ -241,7 +241,10 @@ def _frame_level(frame: FrameAtBreak, keep: int, result_slots: list, resume_offs
     tracer = frame.tracer
     names = live_at(tracer.code, resume_offset) - set(tracer.code.co_freevars)
     available = set(frame.checkpoint.locals) | (set(tracer.frame_values) - tracer.deleted if tracer.is_root else set())
-    available |= {n for n, box in tracer.cells.items() if n in tracer.code.co_cellvars}
+    # A cell still empty at the break (first assigned later, in a branch or loop) is not passed:
+    # the resume's MAKE_CELL makes it empty again, as it is in the original frame.
+    available |= {n for n, box in tracer.cells.items()
+                  if n in tracer.code.co_cellvars and n in names and box.get(tracer) is not None}
     live = tuple(sorted(n for n in names if n in available))
     if not all(n.isidentifier() for n in live):
         # e.g. pytest's rewritten asserts use locals named "@py_assert1": they cannot be parameters.
@@ -280,7 +283,7 @@ class BreakCodegen:
         ins = self.inner.instruction
         if self.at:
             stack = self.inner.checkpoint.stack
-            return [(None, _frame_level(self.inner, len(stack), [], ins.offset), [])]
+            return [(None, _frame_level(self.inner, len(stack), [], self._at_offset(self.inner)), [])]
         n = operand_count(ins)
         keep = len(self.inner.checkpoint.stack) - n
         outcomes = [(None, result_layout(ins), self._next_offset(self.inner))]
@@ -297,6 +300,20 @@ class BreakCodegen:
                 outers.append(_frame_level(frame, keep_outer, [resume.ARG], self._next_offset(frame)))
             result.append((jump, inner, outers))
         return result
+
+    @staticmethod
+    def _at_offset(frame: FrameAtBreak) -> int:
+        """Where a resume *at* the instruction starts: a ``CALL``'s pending ``KW_NAMES`` runs again.
+
+        ``KW_NAMES`` sets frame state that only the next ``CALL`` reads (not the stack), so
+        jumping straight to the ``CALL`` would pass keyword arguments as positional ones.
+        """
+        tracer = frame.tracer
+        index = tracer.index_of_offset[frame.instruction.offset]
+        while index > 0 and tracer.instructions[index - 1].opname in resume.CALL_SETUP \
+                and frame.checkpoint.kw_names:
+            index -= 1
+        return tracer.instructions[index].offset
 
     @staticmethod
     def _next_offset(frame: FrameAtBreak) -> int:

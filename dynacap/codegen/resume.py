@@ -44,8 +44,7 @@ def resume_code(original: types.CodeType, offset: int, layout: tuple, live: tupl
     if code is None:
         code = _build_resume(original, offset, layout, live)
         per_code[key] = code
-        jump = next(i for i in dis.get_instructions(code) if i.opname == "JUMP_FORWARD")
-        _ENTRY[code] = jump.argval
+        _ENTRY[code] = _entry_offset(code)
     if at:
         _RESUME_AT.add(code)
     return code
@@ -55,6 +54,20 @@ def resume_code(original: types.CodeType, offset: int, layout: tuple, live: tupl
 _ENTRY: "weakref.WeakKeyDictionary[types.CodeType, int]" = weakref.WeakKeyDictionary()
 #: Resume codes that start *at* a breaking instruction (see ``breaks.plan_levels``).
 _RESUME_AT: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
+
+
+#: Instructions that only prepare the ``CALL`` after them (no effect, no break of their own).
+CALL_SETUP = ("KW_NAMES", "PRECALL")
+
+
+def _entry_offset(code: types.CodeType) -> int:
+    """The first instruction the prefix reaches that can break: its jump target, past ``CALL_SETUP``."""
+    instructions = [i for i in dis.get_instructions(code) if i.opname != "EXTENDED_ARG"]
+    jump = next(i for i in instructions if i.opname == "JUMP_FORWARD")
+    k = next(k for k, i in enumerate(instructions) if i.offset >= jump.argval)
+    while instructions[k].opname in CALL_SETUP:
+        k += 1
+    return instructions[k].offset
 
 
 def is_entry(code: types.CodeType, offset: int) -> bool:
