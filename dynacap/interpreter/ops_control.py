@@ -1,18 +1,23 @@
-"""Control flow: jumps on constant conditions, unrolled ``for`` loops, ``return``.
+"""Control flow: jumps on constant conditions, unrolled ``for`` loops, ``return``, ``yield``.
 
 A condition must be known at capture time (a constant, guarded where it
 came from the frame); a condition on tensor data is a graph break.  Loops
-are unrolled: ``GET_ITER`` turns the iterable into a fixed list of items.
-``with`` blocks on grad-mode contexts are captured (``values.grad_mode``);
-other context managers and raising are graph breaks.  ``YIELD_VALUE`` only
-runs in inlined generators (``Tracer.run_generator``).
+are unrolled: ``GET_ITER`` turns a known iterable into a fixed list of
+items, and a generator into itself (``FOR_ITER`` pulls its next item, which
+runs its body up to the next ``yield``).  ``with`` blocks on grad-mode
+contexts are captured (``values.grad_mode``); other context managers and
+raising are graph breaks.  ``YIELD_VALUE`` only runs in inlined generators
+(``values.iterators.GeneratorValue``).
 """
 from __future__ import annotations
+
+import functools
 
 from ..errors import GraphBreak
 from ..values.base import Value
 from ..values.constant import ConstantValue
-from ..values.containers import IteratorValue
+from ..values.containers import DictValue, IteratorValue, SequenceValue
+from ..values.iterators import GeneratorValue, PullIterator, iterator_of
 from .tracer import handles
 
 
@@ -64,21 +69,18 @@ def _jump_if_false_or_pop(tx, ins):
         tx.pop()
 
 
-@handles("GET_ITER")
+@handles("GET_ITER", "GET_YIELD_FROM_ITER")
 def _get_iter(tx, ins):
-    iterable = tx.pop()
-    if isinstance(iterable, IteratorValue):
-        tx.push(iterable)
-        return
-    tx.push(IteratorValue(iterable.iterate(tx)))
+    tx.push(iterator_of(tx, tx.pop()))
 
 
 @handles("FOR_ITER")
 def _for_iter(tx, ins):
     iterator = tx.stack[-1]
-    if not isinstance(iterator, IteratorValue):
+    if not isinstance(iterator, (IteratorValue, PullIterator)):
+        # An iterator from outside the frame (a real generator): only eager code may advance it.
         raise GraphBreak(f"`for` over {iterator.describe()}")
-    item = iterator.next_item()
+    item = iterator.next_item(tx)
     if item is None:
         tx.pop()
         tx.jump_to(ins.argval)
@@ -86,9 +88,44 @@ def _for_iter(tx, ins):
         tx.push(item)
 
 
+@handles("SEND")
+def _send(tx, ins):
+    """``yield from``: pull the inner iterator's next item, or jump on with what it returned."""
+    sent = tx.pop()
+    if not _is_none(sent):
+        raise GraphBreak("sending a value into a generator (`send()`) is not captured")
+    receiver = tx.stack[-1]
+    if not isinstance(receiver, (IteratorValue, PullIterator)):
+        raise GraphBreak(f"`yield from` {receiver.describe()}")
+    item = receiver.next_item(tx)
+    if item is None:
+        tx.stack[-1] = receiver.return_value if isinstance(receiver, GeneratorValue) else ConstantValue(None)
+        tx.jump_to(ins.argval)
+    else:
+        tx.push(item)
+
+
 @handles("RETURN_VALUE")
 def _return_value(tx, ins):
+    value = tx.stack[-1]
+    if tx.is_root and (_reaches_pull_iterator(value, set()) or
+                       any(_reaches_pull_iterator(e.value, set()) for e in tx.ctx.side_effects)):
+        raise GraphBreak("a generator (or zip/map over one) made in the captured code outlives it; "
+                         "the code that makes it runs eagerly")
     tx.return_value = tx.pop()
+
+
+def _reaches_pull_iterator(value: Value, seen: set) -> bool:
+    if isinstance(value, PullIterator):
+        return True
+    if id(value) in seen:
+        return False
+    seen.add(id(value))
+    if isinstance(value, SequenceValue):
+        return any(_reaches_pull_iterator(v, seen) for v in value.items)
+    if isinstance(value, DictValue):
+        return any(_reaches_pull_iterator(v, seen) for v in value.items.values())
+    return False
 
 
 @handles("RAISE_VARARGS", "RERAISE", "LOAD_ASSERTION_ERROR")
@@ -120,5 +157,21 @@ def _return_generator(tx, ins):
 def _yield_value(tx, ins):
     if tx.yielded is None:
         raise GraphBreak("`yield` outside an inlined generator")
+    if _protected(tx.code, ins.offset):
+        # Suspended there, the generator would run its handler when closed (a `finally`, a
+        # `with` block's __exit__) at a moment the capture cannot replay.
+        raise GraphBreak("`yield` inside a try or with block; the generator runs eagerly")
     tx.yielded.append(tx.pop())
     tx.push(ConstantValue(None))  # next() sends None
+
+
+@functools.lru_cache(maxsize=256)
+def _protected_spans(code) -> tuple:
+    from ..codegen.liveness import exception_table
+
+    return tuple((entry.start, entry.end) for entry in exception_table(code))
+
+
+def _protected(code, offset: int) -> bool:
+    """Whether ``offset`` is covered by an exception handler (try, with, finally)."""
+    return any(start <= offset < end for start, end in _protected_spans(code))

@@ -165,7 +165,9 @@ class Tracer:
         self.calling = False
         #: Whether this (inlined) frame's return value is directly the parent's CALL result.
         self.direct_call = False
-        #: For an inlined generator: the values it yielded so far (None for other frames).
+        #: For an inlined generator: the values it yielded so far (None for other frames).  A
+        #: generator's frame runs only when its consumer pulls (``values.iterators.GeneratorValue``),
+        #: so a break inside it is never resumed inside it (``codegen.breaks.plan_levels``).
         self.yielded: list[Value] | None = None
 
     # -- shared state -----------------------------------------------------------
@@ -207,20 +209,6 @@ class Tracer:
                 e.user_stack = self.user_stack()
             raise
         return self.return_value
-
-    def run_generator(self) -> Value:
-        """Run a generator function to exhaustion; its yields become an iterator of known items.
-
-        Consumers (``sum``, ``tuple``, ``torch.cat``, a ``for`` loop) then see a fixed
-        sequence.  Running the generator ahead of its consumer is not observable here:
-        its steps are graph operations or breaks, and a break inside a generator is never
-        resumed inside it (``codegen.breaks.plan_levels``).
-        """
-        from ..values.containers import IteratorValue
-
-        self.yielded = []
-        self.run()
-        return IteratorValue(self.yielded)
 
     def step(self) -> None:
         instruction = self.instructions[self.ip]
@@ -395,7 +383,11 @@ class Tracer:
                     source = CellContentsSource(fn_value.source, i, name) if fn_value.source is not None else None
                     child.cells[name] = CellBox(source=source, raw=contents)
         if code.co_flags & inspect.CO_GENERATOR:
-            return child.run_generator()
+            from ..values.iterators import GeneratorValue
+
+            # Calling it only binds the arguments: the body runs when the consumer pulls.
+            child.direct_call = False
+            return GeneratorValue(child, fn)
         return child.run()
 
 

@@ -1,7 +1,10 @@
 """Python builtins (``len``, ``isinstance``, ``range``, ``min``...) over symbolic values.
 
 Each supported builtin has a handler here; a builtin with only constant
-arguments is simply called.  ``print``, ``input``, ``open`` and other
+arguments is simply called.  Builtins that consume an iterable pull a
+generator's items one at a time and stop where eager stops (``any``,
+``zip``, ``next``...); over generators, ``zip``/``enumerate``/``map``/
+``filter`` are themselves lazy (``values.iterators``).  ``print``, ``input``, ``open`` and other
 builtins with effects are graph breaks.
 """
 from __future__ import annotations
@@ -13,7 +16,8 @@ import types
 from ..errors import GraphBreak
 from .base import Value, constant_args
 from .constant import ConstantValue
-from .containers import DictValue, ListValue, SequenceValue, TupleValue
+from .containers import DictValue, IteratorValue, ListValue, SequenceValue, TupleValue
+from .iterators import EnumerateValue, FilterValue, MapValue, PullIterator, ZipValue, is_lazy, iterator_of
 
 _EFFECTFUL = {"print", "input", "open", "exec", "eval", "compile", "breakpoint", "exit", "quit", "setattr",
               "delattr", "globals", "locals", "vars", "id", "hash", "iter", "next", "super", "__import__", "help"}
@@ -89,21 +93,15 @@ class BuiltinValue(Value):
 
 
 def _iter(tx, args, kwargs):
-    from .containers import IteratorValue
-
     if len(args) != 1 or kwargs:
         return None
-    if isinstance(args[0], IteratorValue):
-        return args[0]
-    return IteratorValue(args[0].iterate(tx))
+    return iterator_of(tx, args[0])
 
 
 def _next(tx, args, kwargs):
-    from .containers import IteratorValue
-
-    if not args or not isinstance(args[0], IteratorValue) or kwargs:
+    if not args or not isinstance(args[0], (IteratorValue, PullIterator)) or kwargs:
         return None
-    item = args[0].next_item()
+    item = args[0].next_item(tx)
     if item is not None:
         return item
     if len(args) > 1:
@@ -174,17 +172,36 @@ def _sequence_ctor(container):
 
 def _enumerate(tx, args, kwargs):
     start = kwargs.get("start", args[1] if len(args) > 1 else ConstantValue(0)).as_constant()
+    if is_lazy(args[0]):
+        return EnumerateValue(args[0], start)
     return TupleValue([TupleValue([ConstantValue(start + i), v]) for i, v in enumerate(args[0].iterate(tx))])
 
 
 def _zip(tx, args, kwargs):
     if kwargs:
         return None
+    if any(is_lazy(a) for a in args):
+        return ZipValue([iterator_of(tx, a) for a in args])
     columns = [a.iterate(tx) for a in args]
     return TupleValue([TupleValue(list(row)) for row in zip(*columns)])
 
 
+def _map(tx, args, kwargs):
+    if len(args) < 2 or kwargs:
+        return None
+    return MapValue(args[0], [iterator_of(tx, a) for a in args[1:]])
+
+
+def _filter(tx, args, kwargs):
+    if len(args) != 2 or kwargs:
+        return None
+    fn = None if isinstance(args[0], ConstantValue) and args[0].value is None else args[0]
+    return FilterValue(fn, iterator_of(tx, args[1]))
+
+
 def _reversed(tx, args, kwargs):
+    if isinstance(args[0], (IteratorValue, PullIterator)):
+        raise GraphBreak(f"reversed() of {args[0].describe()} (TypeError at run time)")
     return TupleValue(list(reversed(args[0].iterate(tx))))
 
 
@@ -201,35 +218,69 @@ def _dict(tx, args, kwargs):
     return DictValue(items)
 
 
+def _constant_items(tx, iterable: Value) -> list | None:
+    """The items of ``iterable`` as Python constants, or None (a known iterator is then left as it was)."""
+    if isinstance(iterable, IteratorValue):
+        values = iterable.items[iterable.position:]
+    else:
+        values = iterable.iterate(tx)
+    if not all(v.is_constant() for v in values):
+        return None
+    if isinstance(iterable, IteratorValue):
+        iterable.position = len(iterable.items)
+    return [v.as_constant() for v in values]
+
+
 def _minmax(fn):
     def handler(tx, args, kwargs):
         if kwargs:
             return None
-        values = args[0].iterate(tx) if len(args) == 1 else args
-        if all(v.is_constant() for v in values):
-            return ConstantValue(fn(v.as_constant() for v in values))
-        return None
+        if len(args) == 1:
+            values = _constant_items(tx, args[0])
+        else:
+            values = [v.as_constant() for v in args] if all(v.is_constant() for v in args) else None
+        return None if values is None else ConstantValue(fn(values))
 
     return handler
 
 
-def _sum(tx, args, kwargs):
-    if kwargs:
+def _sorted(tx, args, kwargs):
+    if len(args) != 1 or set(kwargs) - {"reverse"}:
         return None
-    items = args[0].iterate(tx)
-    total = args[1] if len(args) > 1 else ConstantValue(0)
-    if all(i.is_constant() for i in items) and total.is_constant():
-        return ConstantValue(sum((i.as_constant() for i in items), total.as_constant()))
+    reverse = kwargs["reverse"].as_constant() if "reverse" in kwargs else False
+    values = _constant_items(tx, args[0])
+    return None if values is None else ListValue([ConstantValue(v) for v in sorted(values, reverse=reverse)])
+
+
+def _sum(tx, args, kwargs):
     from ..interpreter.operators import binary_op
 
+    if kwargs:
+        return None
+    total = args[1] if len(args) > 1 else ConstantValue(0)
+    if is_lazy(args[0]):
+        # Each item is added before the next is made, as eager does.
+        while (item := args[0].next_item(tx)) is not None:
+            total = binary_op(tx, "+", total, item)
+        return total
+    items = args[0].iterate(tx)
+    if all(i.is_constant() for i in items) and total.is_constant():
+        return ConstantValue(sum((i.as_constant() for i in items), total.as_constant()))
     for item in items:
         total = binary_op(tx, "+", total, item)
     return total
 
 
-def _anyall(fn):
+def _anyall(stop_at: bool):
     def handler(tx, args, kwargs):
-        return ConstantValue(fn(v.truth(tx) for v in args[0].iterate(tx)))
+        if len(args) != 1 or kwargs:
+            return None
+        iterator = iterator_of(tx, args[0])
+        # Short-circuits like eager: items after the deciding one are never asked for.
+        while (item := iterator.next_item(tx)) is not None:
+            if item.truth(tx) is stop_at:
+                return ConstantValue(stop_at)
+        return ConstantValue(not stop_at)
 
     return handler
 
@@ -302,13 +353,16 @@ _HANDLERS = {
     "list": _sequence_ctor(list),
     "enumerate": _enumerate,
     "zip": _zip,
+    "map": _map,
+    "filter": _filter,
+    "sorted": _sorted,
     "reversed": _reversed,
     "dict": _dict,
     "min": _minmax(min),
     "max": _minmax(max),
     "sum": _sum,
-    "any": _anyall(any),
-    "all": _anyall(all),
+    "any": _anyall(True),
+    "all": _anyall(False),
     "getattr": _getattr,
     "hasattr": _hasattr,
     "bool": _bool,

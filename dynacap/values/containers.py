@@ -1,4 +1,4 @@
-"""Containers built of values: tuples, lists, dicts, and the iterator of a ``for`` loop.
+"""Containers built of values: tuples, lists, dicts, and iterators over known items.
 
 Items are ``Value``s, so a tuple may hold tensors and constants together.
 Containers read from the frame keep their ``source``; lists and dicts
@@ -229,7 +229,11 @@ class DictValue(Value):
 
 
 class IteratorValue(Value):
-    """The iterator of an unrolled ``for`` loop: its items are known at capture time."""
+    """The iterator of an unrolled ``for`` loop: its items are known at capture time.
+
+    Iterators that run code to make each item (generators) are ``iterators.PullIterator``;
+    both answer ``next_item(tx)``.
+    """
 
     def __init__(self, items: list[Value]):
         self.items = list(items)
@@ -238,7 +242,8 @@ class IteratorValue(Value):
     def describe(self):
         return f"iterator over {len(self.items)} items"
 
-    def next_item(self) -> Value | None:
+    def next_item(self, tx) -> Value | None:
+        """The next item, or None once exhausted."""
         if self.position >= len(self.items):
             return None
         item = self.items[self.position]
