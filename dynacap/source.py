@@ -13,14 +13,35 @@ from dataclasses import dataclass
 from bytecode import Instr
 
 
+class SourceCode(list):
+    """The instructions ``Source.emit`` returns, tagged with the source they load.
+
+    The code generator loads a tagged list through ``Emitter.load_source``,
+    which may read the value from a snapshot instead (a source read after
+    side effects changed what it points into).
+    """
+
+    def __init__(self, instructions, source: "Source"):
+        super().__init__(instructions)
+        self.source = source
+
+
 class Source:
     """Base class. ``expr()`` is a Python expression over ``L``/``G``; ``emit()`` yields bytecode."""
 
     def expr(self) -> str:
         raise NotImplementedError
 
-    def emit(self) -> list[Instr]:
+    def emit(self) -> "SourceCode":
+        """The instructions that push the value, tagged with this source (see ``SourceCode``)."""
+        return SourceCode(self.load(), self)
+
+    def load(self) -> list[Instr]:
         raise NotImplementedError
+
+    def reads_through(self) -> "Source | None":
+        """The source of the object this one reads inside (``base`` of ``base[k]``); None for a name."""
+        return getattr(self, "base", None)
 
     def root(self) -> "Source":
         return self
@@ -44,7 +65,7 @@ class LocalSource(Source):
     def expr(self) -> str:
         return f"L[{self.name!r}]"
 
-    def emit(self) -> list[Instr]:
+    def load(self) -> list[Instr]:
         return [Instr("LOAD_DEREF" if self.is_free else "LOAD_FAST", _cellref(self.name) if self.is_free else self.name)]
 
 
@@ -55,7 +76,7 @@ class GlobalSource(Source):
     def expr(self) -> str:
         return f"G[{self.name!r}]"
 
-    def emit(self) -> list[Instr]:
+    def load(self) -> list[Instr]:
         return [Instr("LOAD_GLOBAL", (False, self.name))]
 
 
@@ -76,7 +97,7 @@ class ModuleGlobalSource(Source):
     def constants(self) -> dict:
         return {self._ref(): self.globals_dict}
 
-    def emit(self) -> list[Instr]:
+    def load(self) -> list[Instr]:
         return [Instr("LOAD_CONST", self.globals_dict), Instr("LOAD_CONST", self.name), Instr("BINARY_SUBSCR")]
 
 
@@ -89,7 +110,7 @@ class BuiltinSource(Source):
     def expr(self) -> str:
         return f"B[{self.name!r}]"
 
-    def emit(self) -> list[Instr]:
+    def load(self) -> list[Instr]:
         return [Instr("LOAD_GLOBAL", (False, self.name))]
 
 
@@ -101,7 +122,7 @@ class AttrSource(Source):
     def expr(self) -> str:
         return f"{self.base.expr()}.{self.name}"
 
-    def emit(self) -> list[Instr]:
+    def load(self) -> list[Instr]:
         return self.base.emit() + [Instr("LOAD_ATTR", self.name)]
 
     def root(self) -> Source:
@@ -119,7 +140,7 @@ class DictEntrySource(Source):
     def expr(self) -> str:
         return f"{self.base.expr()}.{self.dict_attr}[{self.key!r}]"
 
-    def emit(self) -> list[Instr]:
+    def load(self) -> list[Instr]:
         return self.base.emit() + [
             Instr("LOAD_ATTR", self.dict_attr),
             Instr("LOAD_CONST", self.key),
@@ -140,7 +161,7 @@ class ItemSource(Source):
     def expr(self) -> str:
         return f"{self.base.expr()}[{self.index!r}]"
 
-    def emit(self) -> list[Instr]:
+    def load(self) -> list[Instr]:
         return self.base.emit() + [Instr("LOAD_CONST", self.index), Instr("BINARY_SUBSCR")]
 
     def root(self) -> Source:
@@ -158,7 +179,7 @@ class CellContentsSource(Source):
     def expr(self) -> str:
         return f"{self.base.expr()}.__closure__[{self.index}].cell_contents"
 
-    def emit(self) -> list[Instr]:
+    def load(self) -> list[Instr]:
         return self.base.emit() + [
             Instr("LOAD_ATTR", "__closure__"),
             Instr("LOAD_CONST", self.index),

@@ -4,10 +4,19 @@ Values rebuild themselves by calling ``Emitter`` methods
 (``Value.reconstruct``).  A first pass with ``collecting=True`` only
 records which tensors the rebuilt values need from the graph; the code
 generator then makes those the graph's outputs and emits for real.
+
+A source denotes its object as the frame started, so once side effects are
+replayed a source that reads inside an object they write (``xs[0]`` after
+``xs.pop(0)``) would read the wrong thing.  ``snapshot_sources`` marks the
+point before the replay: from then on such a source is loaded once at that
+point into a local, and every use reads the local.  The emitter never
+decides what a side effect writes (the caller passes ``touches``).
 """
 from __future__ import annotations
 
 from bytecode import Instr
+
+from ..source import Source, SourceCode
 
 
 _NO_ARG = object()
@@ -26,6 +35,10 @@ class Emitter:
         self.lineno = lineno
         #: id(value) -> local holding the one runtime object built for it (see ``share``).
         self.shared: dict[int, str] = {}
+        #: Where sources read after the side effects are loaded (see ``snapshot_sources``).
+        self._snapshot_at: int | None = None
+        self._touches = None
+        self._snapshots: dict[Source, str] = {}
 
     def append(self, name: str, arg=_NO_ARG) -> None:
         instr = Instr(name) if arg is _NO_ARG else Instr(name, arg)
@@ -34,10 +47,39 @@ class Emitter:
         self.instructions.append(instr)
 
     def extend(self, instructions) -> None:
+        if isinstance(instructions, SourceCode):
+            self.load_source(instructions.source)
+            return
         for instr in instructions:
             if self.lineno is not None:
                 instr.lineno = self.lineno
             self.instructions.append(instr)
+
+    def snapshot_sources(self, touches) -> None:
+        """From here on, load every source for which ``touches(source)`` holds from a local set here.
+
+        Called before side effects are replayed: ``touches`` says whether a
+        source reads inside an object that they write.
+        """
+        self._snapshot_at = len(self.instructions)
+        self._touches = touches
+
+    def load_source(self, source: Source) -> None:
+        """Push the value ``source`` denoted when the frame started."""
+        if self._touches is None or not self._touches(source):
+            self.extend(list(source.load()))
+            return
+        name = self._snapshots.get(source)
+        if name is None:
+            name = f"___source{len(self._snapshots)}"
+            self._snapshots[source] = name
+            load = [*source.load(), Instr("STORE_FAST", name)]
+            for instr in load:
+                if self.lineno is not None:
+                    instr.lineno = self.lineno
+            self.instructions[self._snapshot_at:self._snapshot_at] = load
+            self._snapshot_at += len(load)
+        self.append("LOAD_FAST", name)
 
     def share(self, value) -> None:
         """Build ``value`` once into a local, so every later use is the same runtime object.

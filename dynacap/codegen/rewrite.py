@@ -6,6 +6,17 @@ original (same argument slots) and tracebacks still point at user code.
 Its body: call the compiled graph with the graph inputs (reloaded from
 their sources), keep the outputs in a local, replay Python side effects in
 program order, rebuild the return value, return.
+
+Side effects and the values rebuilt after them:
+
+* A source denotes its object as the frame started.  Before the replay,
+  every later-read source that reads inside an object a side effect writes
+  (an item of a written list/dict, an attribute name assigned, a global
+  assigned) is loaded into a local (``Emitter.snapshot_sources``), so
+  ``t = xs.pop(0); return t`` returns the popped item.
+* Lists and dicts made while tracing that side effects store somewhere are
+  built once (``Emitter.share``), so ``d["h"] = l`` and a later use of
+  ``l`` (the return value, a resume function's argument) are one object.
 """
 from __future__ import annotations
 
@@ -14,12 +25,19 @@ import types
 from bytecode import Bytecode, CompilerFlags, Instr
 
 from ..interpreter.tracer import SideEffect
+from ..source import (AttrSource, BuiltinSource, DictEntrySource, GlobalSource, ItemSource, ModuleGlobalSource,
+                      Source)
 from .emitter import Emitter
 
 _KEEP_FLAGS = CompilerFlags.VARARGS | CompilerFlags.VARKEYWORDS | CompilerFlags.NESTED
 
 
 def emit_side_effects(cg: Emitter, side_effects: list[SideEffect]) -> None:
+    """Replay ``side_effects`` in order (right after the graph call, before anything is rebuilt)."""
+    if not side_effects:
+        return
+    cg.snapshot_sources(_Writes(side_effects).touches)
+    _share_stored_containers(cg, side_effects)
     for effect in side_effects:
         if effect.kind == "container":
             _emit_container_update(cg, effect.value)
@@ -34,6 +52,62 @@ def emit_side_effects(cg: Emitter, side_effects: list[SideEffect]) -> None:
             cg.load_const(effect.target)
             cg.load_const(effect.name)
             cg.append("STORE_SUBSCR")
+
+
+class _Writes:
+    """What a list of side effects writes, to tell which sources they may change."""
+
+    def __init__(self, side_effects: list[SideEffect]):
+        self.containers: set[Source] = set()
+        self.attributes: set[str] = set()
+        self.globals: set[str] = set()
+        for effect in side_effects:
+            if effect.kind == "container":
+                self.containers.add(effect.value.source)
+            elif effect.kind == "setattr":
+                self.attributes.add(effect.name)
+            else:
+                self.globals.add(effect.name)
+
+    def touches(self, source: Source) -> bool:
+        """Whether ``source`` reads inside something written (itself or any object on its path)."""
+        while source is not None:
+            if isinstance(source, ItemSource) and source.base in self.containers:
+                return True
+            if isinstance(source, AttrSource) and source.name in self.attributes:
+                return True
+            if isinstance(source, DictEntrySource) and \
+                    (source.key in self.attributes or source.dict_attr in self.attributes):
+                return True
+            if isinstance(source, (GlobalSource, BuiltinSource, ModuleGlobalSource)) and source.name in self.globals:
+                return True
+            source = source.reads_through()
+        return False
+
+
+def _share_stored_containers(cg: Emitter, side_effects: list[SideEffect]) -> None:
+    """Build each list/dict made while tracing that a side effect stores once, for every later use."""
+    from ..values.containers import DictValue, ListValue, SequenceValue
+
+    seen: set[int] = set()
+
+    def visit(value) -> None:
+        if id(value) in seen:
+            return
+        seen.add(id(value))
+        if isinstance(value, DictValue):
+            children = value.items.values()
+        elif isinstance(value, SequenceValue):
+            children = value.items
+        else:
+            return
+        for child in children:
+            visit(child)
+        if value.source is None and isinstance(value, (ListValue, DictValue)):
+            cg.share(value)
+
+    for effect in side_effects:
+        visit(effect.value)
 
 
 def _emit_container_update(cg: Emitter, container) -> None:
