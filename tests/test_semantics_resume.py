@@ -108,3 +108,133 @@ def cell_argument_read_after_break(x, k):
 ], ids=["if-true", "if-false", "for", "with", "argument"])
 def test_cell_first_assigned_after_break(fn, args, inner):
     run_differential(fn, torch.randn(3), *args, backend=_backend(inner))
+
+
+# -- item 8: locals() and other readers of the frame -------------------------------------------------
+
+import inspect  # noqa: E402
+import sys  # noqa: E402
+
+
+def format_locals(x):
+    name = "a"
+    return "{name}".format(**locals()), x + 1
+
+
+def locals_after_break(x):
+    y = x + 1
+    unused = "dead after the break"
+    print("brk")
+    z = y * 2
+    return z, sorted(locals()), unused is not None
+
+
+def locals_in_loop(x):
+    seen = []
+    i = 0
+    while i < 2:
+        seen.append(sorted(locals()))
+        i += 1
+    return x + i, seen
+
+
+def vars_and_dir(x):
+    y = x.cos()
+    a = 3
+    return y, sorted(vars()), dir(), a
+
+
+def eval_names(x):
+    k = 4
+    y = x + 1
+    return eval("y * k")
+
+
+def eval_and_exec(x):
+    k = 4
+    y = x + 1
+    ns = {}
+    exec("r = k * 2", globals(), ns)
+    return eval("y * k"), eval("k + 1"), ns["r"]
+
+
+def frame_locals(x):
+    y = x - 1
+    label = "lbl"
+    frame = sys._getframe()
+    return y, sorted(frame.f_locals), frame.f_code.co_name, frame.f_lineno, label
+
+
+def frame_after_break(x):
+    y = x - 1
+    print("brk")
+    frame = inspect.currentframe()
+    line = frame.f_lineno
+    return y * 2, frame.f_code.co_name, line, sorted(frame.f_locals)
+
+
+@pytest.mark.parametrize("inner", BACKENDS)
+@pytest.mark.parametrize("fn", [format_locals, locals_after_break, locals_in_loop, vars_and_dir, eval_names, eval_and_exec,
+                                frame_locals, frame_after_break])
+def test_frame_readers_see_the_frames_locals(fn, inner):
+    run_differential(fn, torch.randn(3), backend=_backend(inner))
+
+
+# -- item 1: zero-argument super() and the frame of a resumed function --------------------------------
+
+
+class _Config:
+    def __init__(self):
+        self.scale = 3.0
+
+    def __getattribute__(self, key):
+        return object.__getattribute__(self, key)
+
+
+class _BreakingConfig(_Config):
+    def __getattribute__(self, key):
+        # A break without a visible effect: the engine's own look at the object (its type, its
+        # __dict__) goes through __getattribute__ as well, which a print here would show.
+        id(key)
+        return super().__getattribute__(key)
+
+
+class _Shifted(torch.nn.Linear):
+    def forward(self, x):
+        print("brk")
+        return super().forward(x) + 1
+
+
+class _ShiftedClosure(torch.nn.Linear):
+    def forward(self, x):
+        print("brk")
+        scaled = (lambda: self.weight * 2)()  # `self` is a cell of this frame
+        return super().forward(x) + scaled.sum()
+
+
+def use_config(x, cfg):
+    # Called explicitly: how the interpreter reads attributes of such objects is not tested here.
+    return x * cfg.__getattribute__("scale")
+
+
+def test_zero_argument_super_after_break_in_getattribute():
+    run_differential(use_config, torch.randn(3), _BreakingConfig())
+
+
+@pytest.mark.parametrize("inner", BACKENDS)
+@pytest.mark.parametrize("cls", [_Shifted, _ShiftedClosure])
+def test_zero_argument_super_after_break_in_forward(cls, inner):
+    torch.manual_seed(0)
+    m = cls(3, 2)
+    run_differential(lambda x: m(x), torch.randn(3), backend=_backend(inner))
+
+
+def resumed_frame(x):
+    y = x * 2
+    print("brk")
+    frame = sys._getframe()
+    return y, frame.f_code.co_name, frame.f_lineno, sorted(frame.f_locals), frame.f_code.co_firstlineno
+
+
+def test_resumed_frame_looks_like_the_original():
+    run_differential(resumed_frame, torch.randn(3))

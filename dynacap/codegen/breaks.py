@@ -15,7 +15,10 @@ This module never traces.
 """
 from __future__ import annotations
 
+import builtins
 import functools
+import inspect
+import sys
 import types
 from dataclasses import dataclass
 
@@ -167,6 +170,41 @@ def resumable_at(frame: FrameAtBreak, eager: bool) -> str | None:
     return None
 
 
+#: Callables that read the locals of the frame calling them, with how many positional arguments
+#: they do so (None: always).  ``eval(src, g)`` uses ``g`` for both namespaces: it reads no frame.
+_FRAME_READERS = {builtins.locals: None, builtins.vars: 0, builtins.dir: 0, builtins.eval: 1, builtins.exec: 1,
+                  builtins.super: 0, sys._getframe: None, inspect.currentframe: None}
+
+
+def reads_frame(frame: FrameAtBreak) -> bool:
+    """Whether the breaking instruction is a call that reads the frame running it.
+
+    Such a call must run in a real frame of the code (the original or a resume function),
+    never in rewritten code, whose locals and line are not the user's.
+    """
+    ins = frame.instruction
+    if ins.opname != "CALL":
+        return False
+    stack = frame.checkpoint.stack
+    if len(stack) < ins.arg + 2:
+        return False
+    below, callee = stack[-ins.arg - 2], stack[-ins.arg - 1]
+    n_positional = ins.arg - len(frame.checkpoint.kw_names or ())
+    if not isinstance(below, NullValue):  # a method: `below` is the function, `callee` its self
+        below, callee, n_positional = callee, below, n_positional + 1
+    try:
+        fn = callee.real_object()
+    except GraphBreak:
+        return False
+    try:
+        if fn not in _FRAME_READERS:
+            return False
+    except TypeError:  # unhashable
+        return False
+    reads_with = _FRAME_READERS[fn]
+    return reads_with is None or (n_positional == reads_with and not frame.checkpoint.kw_names)
+
+
 def plan_levels(frames: list[FrameAtBreak]) -> list[tuple[int, bool]]:
     """Where the break may be resumed, best first: ``(level, at)`` pairs.
 
@@ -187,6 +225,8 @@ def plan_levels(frames: list[FrameAtBreak]) -> list[tuple[int, bool]]:
             continue  # nor can torch's own code (a layer's forward inlined from user code)
         if resumable_at(chain[-1], eager=True) is not None:
             continue
+        if j == len(frames) - 1 and reads_frame(chain[-1]):
+            continue  # resumed *at* the call instead, so that it runs in the frame it reads
         if any(resumable_at(f, eager=False) is not None for f in chain[:-1]):
             continue
         if j > 0:
@@ -239,13 +279,19 @@ def _frame_level(frame: FrameAtBreak, keep: int, result_slots: list, resume_offs
             values.append(v)
     layout.extend(result_slots)
     tracer = frame.tracer
-    names = live_at(tracer.code, resume_offset) - set(tracer.code.co_freevars)
+    code = tracer.code
+    names = live_at(code, resume_offset) - set(code.co_freevars)
+    if "__class__" in code.co_freevars and code.co_argcount:
+        # Zero-argument super() reads the frame's first local: the resume keeps it first.
+        names.add(code.co_varnames[0])
     available = set(frame.checkpoint.locals) | (set(tracer.frame_values) - tracer.deleted if tracer.is_root else set())
     # A cell still empty at the break (first assigned later, in a branch or loop) is not passed:
     # the resume's MAKE_CELL makes it empty again, as it is in the original frame.
     available |= {n for n, box in tracer.cells.items()
                   if n in tracer.code.co_cellvars and n in names and box.get(tracer) is not None}
-    live = tuple(sorted(n for n in names if n in available))
+    # In the original's local order, so the resume's first local is the original's first argument.
+    order = list(dict.fromkeys(code.co_varnames + code.co_cellvars))
+    live = tuple(n for n in order if n in names and n in available)
     if not all(n.isidentifier() for n in live):
         # e.g. pytest's rewritten asserts use locals named "@py_assert1": they cannot be parameters.
         raise GraphBreak("a live local variable's name is not an identifier; it cannot be passed on")
@@ -446,7 +492,10 @@ class BreakCodegen:
                                       cg.lineno or self.original.co_firstlineno)
             cg.load_const(types.FunctionType(chain, self.frames[0].tracer.f_globals))
         nargs = 0
-        for depth, level in enumerate(levels):
+        for depth, level in enumerate(levels):  # the argument order of resume.resume_code / chain_code
+            for name in level.live:
+                local_value_emit(cg, level, name)
+                nargs += 1
             for v in level.stack_values:
                 v.reconstruct(cg)
                 nargs += 1
@@ -454,9 +503,6 @@ class BreakCodegen:
                 for t in temps:
                     cg.append("LOAD_FAST", t)
                     nargs += 1
-            for name in level.live:
-                local_value_emit(cg, level, name)
-                nargs += 1
         cg.append("PRECALL", nargs)
         cg.append("CALL", nargs)
         cg.append("RETURN_VALUE")

@@ -2,7 +2,10 @@
 
 A standard backward dataflow over the instruction graph of one code
 object, including edges into exception handlers.  Used to pass only live
-locals to a resume function.  Pure analysis of bytecode: no values here.
+locals to a resume function.  Code that may read its own frame
+(``locals()``, ``eval``, ``sys._getframe()``...) reads every local at each
+call, so a resumed frame holds the same locals as the original.  Pure
+analysis of bytecode: no values here.
 """
 from __future__ import annotations
 
@@ -12,6 +15,9 @@ import types
 
 _LOADS = {"LOAD_FAST", "DELETE_FAST", "LOAD_CLOSURE", "LOAD_DEREF", "LOAD_CLASSDEREF", "DELETE_DEREF"}
 _STORES = {"STORE_FAST", "STORE_DEREF"}
+_CALLS = {"CALL", "CALL_FUNCTION_EX"}
+#: Names whose use in a code object means a call in it may read the frame's locals.
+FRAME_READER_NAMES = frozenset({"locals", "vars", "dir", "eval", "exec", "_getframe", "currentframe", "f_locals"})
 _NO_FALLTHROUGH = {"RETURN_VALUE", "RAISE_VARARGS", "RERAISE", "JUMP_FORWARD", "JUMP_BACKWARD",
                    "JUMP_BACKWARD_NO_INTERRUPT"}
 
@@ -55,6 +61,11 @@ def _analysis(code: types.CodeType):
                 succ.append(index[entry.target])
         successors.append(succ)
     uses = [{ins.argval} if ins.opname in _LOADS else set() for ins in instructions]
+    if reads_frame(code):
+        every_local = set(code.co_varnames) | set(code.co_cellvars)
+        for k, ins in enumerate(instructions):
+            if ins.opname in _CALLS:
+                uses[k] |= every_local
     defs = [{ins.argval} if ins.opname in _STORES else set() for ins in instructions]
     live_in = [set() for _ in instructions]
     changed = True
@@ -69,6 +80,11 @@ def _analysis(code: types.CodeType):
                 live_in[k] = new
                 changed = True
     return index, live_in
+
+
+def reads_frame(code: types.CodeType) -> bool:
+    """Whether a call in ``code`` may read the locals of its frame (by the names it uses)."""
+    return not FRAME_READER_NAMES.isdisjoint(code.co_names)
 
 
 def live_at(code: types.CodeType, offset: int) -> set[str]:

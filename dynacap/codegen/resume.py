@@ -123,6 +123,8 @@ def _build_resume(original: types.CodeType, offset: int, layout: tuple, live: tu
         else:
             prefix.extend([Instr("PUSH_NULL"), Instr("LOAD_CONST", slot), Instr("PRECALL", 0), Instr("CALL", 0),
                            Instr("BEFORE_WITH"), Instr("POP_TOP")])
+    # The stack arguments are consumed: the frame's locals (``locals()``, ``f_locals``) are the original's.
+    prefix.extend(Instr("DELETE_FAST", stack_arg(i)) for i in range(n_args))
     prefix.append(Instr("JUMP_FORWARD", target))
     for instr in prefix:
         instr.lineno = lineno
@@ -130,7 +132,8 @@ def _build_resume(original: types.CodeType, offset: int, layout: tuple, live: tu
     resume_at = next(k for k, item in enumerate(body) if isinstance(item, Instr) and item.name == "RESUME")
     body[resume_at + 1:resume_at + 1] = prefix
 
-    argnames = [stack_arg(i) for i in range(n_args)] + list(live)
+    # Live locals first (in the original's order): zero-argument super() reads the first local.
+    argnames = list(live) + [stack_arg(i) for i in range(n_args)]
     new = Bytecode(body)
     new.argnames = argnames
     new.argcount = len(argnames)
@@ -151,22 +154,22 @@ def _build_resume(original: types.CodeType, offset: int, layout: tuple, live: tu
 def chain_code(levels: list, filename: str, name: str, lineno: int) -> types.CodeType:
     """A function calling resume functions innermost first, each result feeding the next level.
 
-    ``levels``: innermost first, ``(resume_fn, n_stack_args, live_names)``; for every level but the
-    innermost, the inner result is passed as its last stack argument.
+    ``levels``: innermost first, ``(resume_fn, n_stack_args, live_names)``.  The chain's arguments
+    are, per level, its live locals then its stack values; for every level but the innermost, the
+    inner result is passed as the resume function's last stack argument.
     """
     argnames: list[str] = []
     body: list = [Instr("RESUME", 0)]
     for depth, (fn, n_stack, live) in enumerate(levels):
         own_stack = n_stack - (1 if depth > 0 else 0)
-        names = [f"___l{depth}_s{i}" for i in range(own_stack)] + [f"___l{depth}_v{i}" for i in range(len(live))]
+        names = [f"___l{depth}_v{i}" for i in range(len(live))] + [f"___l{depth}_s{i}" for i in range(own_stack)]
         argnames.extend(names)
         if depth > 0:
             body.append(Instr("STORE_FAST", "___result"))
         body.extend([Instr("PUSH_NULL"), Instr("LOAD_CONST", fn)])
-        body.extend(Instr("LOAD_FAST", n) for n in names[:own_stack])
+        body.extend(Instr("LOAD_FAST", n) for n in names)
         if depth > 0:
             body.append(Instr("LOAD_FAST", "___result"))
-        body.extend(Instr("LOAD_FAST", n) for n in names[own_stack:])
         nargs = n_stack + len(live)
         body.extend([Instr("PRECALL", nargs), Instr("CALL", nargs)])
     body.append(Instr("RETURN_VALUE"))
