@@ -135,7 +135,7 @@ check_replacement(PyCodeObject *orig, PyCodeObject *repl)
 }
 
 PyObject *
-dc_make_entry(PyCodeObject *orig, PyObject *result)
+dc_make_entry(PyCodeObject *orig, PyObject *result, PyObject *owner)
 {
     if (!PyTuple_Check(result) || PyTuple_GET_SIZE(result) != 2) {
         PyErr_Format(PyExc_TypeError,
@@ -156,5 +156,5 @@ dc_make_entry(PyCodeObject *orig, PyObject *result)
     if (check_replacement(orig, (PyCodeObject *)code) < 0) {
         return NULL;
     }
-    return PyTuple_Pack(2, guard, code);
+    return PyTuple_Pack(3, guard, code, owner);
 }

@@ -10,7 +10,7 @@
     (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR | CO_ITERABLE_COROUTINE)
 
 typedef struct {
-    PyObject *entries; /* list of (guard_or_None, code) tuples, most recently hit first */
+    PyObject *entries; /* list of (guard_or_None, code, owner) tuples, most recently hit first */
     int skip;          /* never intercept this code again (until clear_cache) */
 } CodeCache;
 
@@ -29,7 +29,14 @@ int dc_argument_slots(PyCodeObject *code);
 
 /* Validates a callback result `(guard_or_None, code)` for the cache of `orig`
  * (the replacement must share its argument slots and free variables) and
- * returns a new entry tuple, or NULL with TypeError. */
-PyObject *dc_make_entry(PyCodeObject *orig, PyObject *result);
+ * returns a new entry tuple `(guard, code, owner)`, or NULL with TypeError.
+ * `owner` is the callback that made it: an entry is only used while that
+ * same callback is the thread's callback. */
+PyObject *dc_make_entry(PyCodeObject *orig, PyObject *result, PyObject *owner);
+
+/* Items of an entry tuple. */
+#define ENTRY_GUARD 0
+#define ENTRY_CODE 1
+#define ENTRY_OWNER 2
 
 #endif /* DYNACAP_CACHE_H */

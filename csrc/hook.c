@@ -3,13 +3,15 @@
  * storage, entry checks) is in cache.c; shadow frames are in frame.c.
  *
  * For every fresh function frame on a thread that has set a callback, the hook
- * evaluates the guards of the code's cache entries; a hit runs the entry's
+ * evaluates the guards of the code's cache entries made by that callback (one
+ * callback per capture context: backend and options); a hit runs the entry's
  * code in a shadow frame, a miss asks the callback for a new entry.
  *
  * It must not modify or clear the interpreter's own frame (on 3.11 the caller
- * clears it), must not intercept frames started while the callback or a guard
- * runs, and must not stay installed while no thread has a callback: an
- * installed hook disables 3.11's inlined Python-to-Python calls for everyone.
+ * clears it), must not intercept frames started while the callback, a guard
+ * or a trace/profile function runs, and must not stay installed while no
+ * thread has a callback: an installed hook disables 3.11's inlined
+ * Python-to-Python calls for everyone.
  */
 #include "cache.h"
 #include "frame.h"
@@ -189,13 +191,36 @@ frame_locals(_PyInterpreterFrame *frame)
 /* ------------------------------------------------------------------------ */
 /* Cache lookup and entry creation.                                           */
 
-/* Runs the guards of `cache` in order. On a hit, *out is a new reference to
- * the entry's code and the entry moves to the front. *locals is built on the
- * first guard that needs it and handed back for reuse by the caller.
+/* Guards and the callback are dynacap's own work: a trace or profile function
+ * (debugger, coverage, profiler) must not see their frames, nor the fake
+ * tensors they handle, any more than it would when the program runs eagerly.
+ * Returns whether tracing was paused (only when it is on: one load otherwise). */
+static inline int
+pause_tracing(PyThreadState *tstate)
+{
+    if (!tstate->cframe->use_tracing) {
+        return 0;
+    }
+    PyThreadState_EnterTracing(tstate);
+    return 1;
+}
+
+static inline void
+resume_tracing(PyThreadState *tstate, int paused)
+{
+    if (paused) {
+        PyThreadState_LeaveTracing(tstate);
+    }
+}
+
+/* Runs the guards of the entries of `cache` made by this thread's callback,
+ * in order. On a hit, *out is a new reference to the entry's code and the
+ * entry moves to the front. *locals is built on the first guard that needs it
+ * and handed back for reuse by the caller.
  * Returns 0 (hit or miss) or -1 with an exception that must propagate. */
 static int
-cache_lookup(ThreadState *ts, _PyInterpreterFrame *frame, CodeCache *cache,
-             PyObject **locals, PyCodeObject **out)
+cache_lookup(PyThreadState *tstate, ThreadState *ts, _PyInterpreterFrame *frame,
+             CodeCache *cache, PyObject **locals, PyCodeObject **out)
 {
     *out = NULL;
     /* Guards run Python code: another thread may append to the list or
@@ -204,10 +229,16 @@ cache_lookup(ThreadState *ts, _PyInterpreterFrame *frame, CodeCache *cache,
     PyObject *entries = Py_NewRef(cache->entries);
     int saved_busy = ts->busy;
     int status = 0;
+    int paused = pause_tracing(tstate);
     ts->busy = 1;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(entries); i++) {
+        /* Entries of other callbacks (another backend or options) are never
+         * used: one pointer compare, no reference taken. */
+        if (PyTuple_GET_ITEM(PyList_GET_ITEM(entries, i), ENTRY_OWNER) != ts->callback) {
+            continue;
+        }
         PyObject *entry = Py_NewRef(PyList_GET_ITEM(entries, i));
-        PyObject *guard = PyTuple_GET_ITEM(entry, 0);
+        PyObject *guard = PyTuple_GET_ITEM(entry, ENTRY_GUARD);
         int ok = 1;
         if (guard != Py_None) {
             if (*locals == NULL && (*locals = frame_locals(frame)) == NULL) {
@@ -232,7 +263,7 @@ cache_lookup(ThreadState *ts, _PyInterpreterFrame *frame, CodeCache *cache,
             }
         }
         if (ok) {
-            *out = (PyCodeObject *)Py_NewRef(PyTuple_GET_ITEM(entry, 1));
+            *out = (PyCodeObject *)Py_NewRef(PyTuple_GET_ITEM(entry, ENTRY_CODE));
             if (i > 0 && i < PyList_GET_SIZE(entries) &&
                 PyList_GET_ITEM(entries, i) == entry) {
                 /* Rotate [0..i] right by one; the list keeps its references. */
@@ -246,6 +277,7 @@ cache_lookup(ThreadState *ts, _PyInterpreterFrame *frame, CodeCache *cache,
         Py_DECREF(entry);
     }
     ts->busy = saved_busy;
+    resume_tracing(tstate, paused);
     Py_DECREF(entries);
     return status;
 }
@@ -276,21 +308,26 @@ run_replacement(PyThreadState *tstate, _PyInterpreterFrame *frame, PyCodeObject 
     return result;
 }
 
+/* Asks the callback for an entry; *owner receives a new reference to the
+ * callback that answered (it may replace itself with set_callback while it
+ * runs, and the entry belongs to the one that made it). */
 static PyObject *
-call_callback(ThreadState *ts, _PyInterpreterFrame *frame, PyObject *locals)
+call_callback(PyThreadState *tstate, ThreadState *ts, _PyInterpreterFrame *frame,
+              PyObject *locals, PyObject **owner)
 {
-    /* The callback may replace itself (set_callback) while it runs. */
     PyObject *callback = Py_NewRef(ts->callback);
     PyObject *args[5] = {
         (PyObject *)frame->f_code, (PyObject *)frame->f_func, locals,
         frame->f_globals, frame->f_builtins,
     };
     int saved_busy = ts->busy;
+    int paused = pause_tracing(tstate);
     ts->busy = 1;
     stats.callback_calls++;
     PyObject *result = PyObject_Vectorcall(callback, args, 5, NULL);
     ts->busy = saved_busy;
-    Py_DECREF(callback);
+    resume_tracing(tstate, paused);
+    *owner = callback;
     return result;
 }
 
@@ -298,10 +335,13 @@ static PyObject *
 dynacap_eval_frame(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag)
 {
     /* throwflag: a generator is being unwound by throw()/close(); replacing
-     * or failing that frame would skip its cleanup (finally, __exit__). */
+     * or failing that frame would skip its cleanup (finally, __exit__).
+     * tstate->tracing: a sys.settrace/setprofile function (and whatever it
+     * calls) is running; capturing it would trace the tracer, whose state
+     * changes on every event (and would never be traced itself anyway). */
     ThreadState *ts = PyThread_tss_get(&tss_key);
     if (ts == NULL || ts->callback == NULL || ts->busy || throwflag ||
-        !is_fresh_function_frame(frame)) {
+        tstate->tracing || !is_fresh_function_frame(frame)) {
         return previous_eval(tstate, frame, throwflag);
     }
     PyCodeObject *code = frame->f_code;
@@ -312,7 +352,7 @@ dynacap_eval_frame(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwf
 
     PyObject *locals = NULL;
     PyCodeObject *replacement = NULL;
-    if (cache != NULL && cache_lookup(ts, frame, cache, &locals, &replacement) < 0) {
+    if (cache != NULL && cache_lookup(tstate, ts, frame, cache, &locals, &replacement) < 0) {
         Py_XDECREF(locals);
         return NULL;
     }
@@ -324,25 +364,29 @@ dynacap_eval_frame(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwf
         if (locals == NULL && (locals = frame_locals(frame)) == NULL) {
             return NULL;
         }
-        PyObject *result = call_callback(ts, frame, locals);
+        PyObject *owner;
+        PyObject *result = call_callback(tstate, ts, frame, locals, &owner);
         if (result == NULL) {
+            Py_DECREF(owner);
             Py_DECREF(locals);
             return NULL;
         }
         if (result == Py_None) {
             Py_DECREF(result);
+            Py_DECREF(owner);
             Py_DECREF(locals);
             return previous_eval(tstate, frame, throwflag);
         }
-        PyObject *entry = dc_make_entry(code, result);
+        PyObject *entry = dc_make_entry(code, result, owner);
         Py_DECREF(result);
+        Py_DECREF(owner);
         if (entry == NULL || (cache = dc_code_cache_ensure(code)) == NULL ||
             PyList_Append(cache->entries, entry) < 0) {
             Py_XDECREF(entry);
             Py_DECREF(locals);
             return NULL;
         }
-        replacement = (PyCodeObject *)Py_NewRef(PyTuple_GET_ITEM(entry, 1));
+        replacement = (PyCodeObject *)Py_NewRef(PyTuple_GET_ITEM(entry, ENTRY_CODE));
         Py_DECREF(entry);
     }
     Py_XDECREF(locals);
@@ -515,6 +559,7 @@ static PyMethodDef module_methods[] = {
      "Set the calling thread's callback, called as\n"
      "callback(code, func, f_locals, f_globals, f_builtins) on a cache miss.\n"
      "It returns None (run the original this time) or (guard_or_None, code).\n"
+     "Entries a callback made are used only while it is the thread's callback.\n"
      "The hook is installed while any thread has a callback."},
     {"call_with_callback", (PyCFunction)(void (*)(void))m_call_with_callback, METH_FASTCALL | METH_KEYWORDS,
      "call_with_callback(callback, fn, *args, **kwargs): call fn with this thread's callback set"},
@@ -524,7 +569,8 @@ static PyMethodDef module_methods[] = {
      "set_skip(code): never intercept this code again (until clear_cache)."},
     {"is_skip", m_is_skip, METH_O, "is_skip(code) -> bool"},
     {"cache_entries", m_cache_entries, METH_O,
-     "cache_entries(code) -> list of (guard, code), in lookup order (a copy)."},
+     "cache_entries(code) -> list of (guard, code, owner), in lookup order (a copy);\n"
+     "owner is the callback that made the entry, the only one it is used for."},
     {"clear_cache", m_clear_cache, METH_O,
      "clear_cache(code): drop the code's cache entries and its skip mark."},
     {"cache_stats", m_cache_stats, METH_NOARGS,

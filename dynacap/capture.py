@@ -15,6 +15,7 @@ import logging
 import time
 import types
 import warnings
+import weakref
 from dataclasses import dataclass, field
 
 from . import _C, config, hook, logs
@@ -31,6 +32,20 @@ from .interpreter.skipfiles import is_skipped_file
 
 _warned_cache_limit: set = set()
 
+#: The shared contexts of ``CaptureContext.shared``, by (backend identity, fullgraph, dynamic).  A context
+#: lives while a wrapper or a cache entry (which holds its callback) refers to it.
+_shared_contexts: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+#: code -> callbacks of the contexts that run it eagerly from now on (cache limit reached, internal
+#: error).  Per context: another backend or option may still capture the code.  Cleared by ``reset``.
+_run_eagerly: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def reset() -> None:
+    """Forget the cache-limit warnings and per-context eager marks (the hook's entries are dropped apart)."""
+    _warned_cache_limit.clear()
+    _run_eagerly.clear()
+
 
 @dataclass
 class CaptureRecord:
@@ -44,7 +59,15 @@ class CaptureRecord:
 
 
 class CaptureContext:
-    """One ``optimize`` call site: its backend and options; its ``on_frame`` is the hook's callback."""
+    """A backend and the options that change what capture produces; its ``callback`` is the hook's callback.
+
+    The hook uses a cache entry only while the callback that made it is the
+    thread's callback, so entries are keyed by context: frames reached from an
+    optimized call (callees, resume functions) share its entries, another
+    backend or option never does.  ``optimize`` takes its context from
+    ``shared`` so that wrappers with the same key share entries; a context
+    made directly (``explain``) has its own.
+    """
 
     def __init__(self, backend, fullgraph: bool = False, dynamic=None, record: CaptureRecord | None = None):
         self.backend = backend
@@ -53,12 +76,26 @@ class CaptureContext:
         self.record = record
         self.callback = self.on_frame
 
+    @classmethod
+    def shared(cls, backend, fullgraph: bool = False, dynamic=None) -> "CaptureContext":
+        """The one context of (backend identity, fullgraph, dynamic); the key holds the backend alive."""
+        fullgraph = bool(fullgraph)
+        dynamic = None if dynamic is None else bool(dynamic)
+        key = (id(backend), fullgraph, dynamic)
+        ctx = _shared_contexts.get(key)
+        if ctx is None:
+            ctx = _shared_contexts[key] = cls(backend, fullgraph=fullgraph, dynamic=dynamic)
+        return ctx
+
     # -- the callback ---------------------------------------------------------------
     def on_frame(self, code, func, f_locals, f_globals, f_builtins):
         if is_skipped_file(code.co_filename):
-            hook.skip(code)
+            hook.skip(code)  # for every context: library code is never captured
             return None
-        entries = hook.cache_entries(code)
+        if self.callback in _run_eagerly.get(code, ()):
+            return None
+        # The limit counts this context's entries: other backends or options do not use up its room.
+        entries = [e for e in hook.cache_entries(code) if e[2] is self.callback]
         if entries:
             self._log_recompile(code, entries, f_locals, f_globals)
             if len(entries) >= config.cache_size_limit:
@@ -69,7 +106,7 @@ class CaptureContext:
                         f"config.cache_size_limit={config.cache_size_limit} times; running it eagerly from now on",
                         stacklevel=2,
                     )
-                hook.skip(code)
+                self.run_eagerly(code)
                 return None
         try:
             entry = self.capture_frame(code, f_locals, f_globals, f_builtins)
@@ -82,10 +119,14 @@ class CaptureContext:
                           f"({code.co_filename}:{code.co_firstlineno}); running it eagerly: "
                           f"{type(e).__name__}: {e}", stacklevel=2)
             logging.getLogger("dynacap").debug("internal error", exc_info=True)
-            hook.skip(code)
+            self.run_eagerly(code)
             return None
         hook.track(code)
         return entry
+
+    def run_eagerly(self, code) -> None:
+        """From now on this context runs ``code`` eagerly (its entries still hit); other contexts are unaffected."""
+        _run_eagerly.setdefault(code, set()).add(self.callback)
 
     # -- one frame -----------------------------------------------------------------
     def capture_frame(self, code: types.CodeType, f_locals: dict, f_globals: dict, f_builtins: dict):
@@ -176,7 +217,7 @@ class CaptureContext:
         log = logs.get("recompiles")
         if not log.isEnabledFor(logging.DEBUG):
             return
-        for guard, _ in entries:
+        for guard, *_ in entries:
             compiled = getattr(guard, "compiled_guard", None)
             failure = compiled.first_failure(f_locals, f_globals) if compiled is not None else None
             log.debug("recompiling %s (%s:%s): guard failed: %s", code.co_name, code.co_filename,

@@ -9,8 +9,9 @@ from __future__ import annotations
 import contextlib
 import sys
 
-#: Cache entries (guarded compiled versions) kept per code object; past this,
-#: dynacap warns once and runs that code eagerly.
+#: Cache entries (guarded compiled versions) kept per code object and capture
+#: context (backend, ``fullgraph``, ``dynamic``); past this, dynacap warns once
+#: and that context runs the code eagerly (other contexts keep capturing it).
 cache_size_limit: int = 8
 
 #: When True, internal errors in capture fall back to eager with a warning;

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import warnings
+import weakref
 
 import torch
 
@@ -26,7 +27,8 @@ def optimize(fn_or_module=None, *, backend="inductor", fullgraph: bool = False, 
     if dynamic:
         warnings.warn("dynacap: dynamic=True is not implemented yet; shapes are specialized (and guarded), "
                       "so new shapes recompile", stacklevel=2)
-    ctx = CaptureContext(lookup_backend(backend), fullgraph=fullgraph, dynamic=dynamic)
+    # Wrappers with the same backend and options share one context, and so its cache entries.
+    ctx = CaptureContext.shared(lookup_backend(backend), fullgraph=fullgraph, dynamic=dynamic)
     if isinstance(fn_or_module, torch.nn.Module):
         return OptimizedModule(fn_or_module, ctx)
     if not callable(fn_or_module):
@@ -135,17 +137,25 @@ def _module_entry(mod: torch.nn.Module):
     eagerly and the hook captures ``forward``.  A module whose ``forward``
     is torch's own (``nn.Sequential``, a bare layer) would never be
     captured that way (torch's files are skipped), so it is called from a
-    small generated function, one per wrapper, whose frame the hook captures.
+    small generated function, one per module class (so that wrappers of
+    the same class share cache entries), whose frame the hook captures.
     """
     from .interpreter.skipfiles import is_skipped_file
 
     forward = getattr(type(mod).forward, "__code__", None)
     if forward is None or not is_skipped_file(forward.co_filename):
         return type(mod).__call__  # called as entry(module, *args): no extra frame per call
-    namespace: dict = {}
-    source = "def module_entry(module, /, *args, **kwargs):\n    return module(*args, **kwargs)\n"
-    exec(compile(source, f"<optimized {type(mod).__name__}>", "exec"), namespace)
-    return namespace["module_entry"]
+    entry = _module_entries.get(type(mod))
+    if entry is None:
+        namespace: dict = {}
+        source = "def module_entry(module, /, *args, **kwargs):\n    return module(*args, **kwargs)\n"
+        exec(compile(source, f"<optimized {type(mod).__name__}>", "exec"), namespace)
+        entry = _module_entries[type(mod)] = namespace["module_entry"]
+    return entry
+
+
+#: module class -> its generated entry function (``_module_entry``).
+_module_entries: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def disable(fn):
@@ -169,7 +179,7 @@ def reset() -> None:
     from .codegen import resume
 
     resume.clear()
-    capture._warned_cache_limit.clear()
+    capture.reset()
 
 
 def unwrap(fn):
