@@ -143,3 +143,142 @@ def test_dict_keys_are_guarded_by_type():
 def test_float_guard_description_is_readable():
     out = dynacap.explain(_divide)(torch.ones(2), -0.0)
     assert "L['a'] == -0.0" in str(out)
+
+
+# -- item 9: functions made in captured code keep what MAKE_FUNCTION gave them ------------------------
+def _describe_function(h):
+    return (h.__name__, h.__qualname__, h.__doc__, h.__module__, h.__defaults__, h.__kwdefaults__,
+            h.__annotations__)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_nested_function_keeps_annotations_defaults_and_names(backend):
+    def f(x):
+        def h(a: int, b: "str" = "s", *, c: float = 2.5) -> int:
+            """Doc of h."""
+            return a
+
+        return _describe_function(h), x + 1
+
+    diff = run_differential(f, torch.ones(2), backend=CountingBackend(backend))
+    assert diff.result[0][-1] == {"a": int, "b": "str", "c": float, "return": int}
+    assert diff.compiles_first == 1
+
+
+def test_function_made_like_dataclasses_create_fn():
+    # dataclasses' generated __create_fn__ makes __init__ with annotations read from its arguments;
+    # inspect.signature (the dataclass docstring) reads them.
+    import inspect
+
+    def create(type_x, x):
+        def __init__(self, a: type_x, b: type_x = 1) -> None:
+            self.a = a
+
+        return __init__, x * 2
+
+    dynacap.reset()
+    backend = CountingBackend()
+    init, _ = dynacap.optimize(create, backend=backend)(int, torch.ones(2))
+    assert str(inspect.signature(init)) == "(self, a: int, b: int = 1) -> None"
+    assert backend.compiles == 1
+
+
+def test_nested_function_is_a_new_object_per_call_and_one_object_per_trace():
+    def f(x):
+        def h(a):
+            return a
+
+        return h, h, x + 1
+
+    dynacap.reset()
+    captured = dynacap.optimize(f, backend=CountingBackend())
+    first, second = captured(torch.ones(2)), captured(torch.ones(2))
+    assert first[0] is first[1]
+    assert first[0] is not second[0]
+
+
+def test_nested_function_with_tensor_defaults():
+    def f(x):
+        t = x * 2
+
+        def h(a, b=t, *, c=t + 1):
+            return a + b + c
+
+        return h(x), h.__defaults__[0] is t, h.__kwdefaults__["c"], h(torch.zeros(2), c=x)
+
+    diff = run_differential(f, torch.ones(2))
+    assert diff.compiles_first == 1
+
+    def g(x):
+        t = x * 2
+
+        def h(a, b=t):
+            return a + b
+
+        return h
+
+    h = dynacap.optimize(g, backend="eager")(torch.ones(2))
+    assert_same(h.__defaults__, (torch.full((2,), 2.0),))
+    assert_same(h(torch.ones(2)), torch.full((2,), 3.0))
+
+
+# -- item 16: objects made during the trace are never guarded by identity -----------------------------
+def _calls_compile_count(fn, n=4, backend=None):
+    """Compiles after ``n`` calls with fresh inputs, each result compared with eager."""
+    dynacap.reset()
+    counting = CountingBackend(backend)
+    captured = dynacap.optimize(fn, backend=counting)
+    for i in range(n):
+        x = torch.randn(2, 3, generator=torch.Generator().manual_seed(i))
+        assert_same(fn(x.clone()), captured(x.clone()), f"call {i}")
+    return counting.compiles
+
+
+def _stateless_layers(x):
+    return (torch.nn.Softmax(dim=0)(x), torch.nn.ReLU()(x), torch.nn.LeakyReLU(0.2)(x),
+            torch.nn.Dropout(p=0.0)(x), torch.nn.Flatten()(x))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_layers_made_in_forward_are_captured_once(backend):
+    assert _calls_compile_count(lambda x: torch.nn.Softmax(dim=0)(x), backend=backend) == 1
+    assert _calls_compile_count(_stateless_layers, backend=backend) == 1
+    dynacap.reset()
+    assert_fully_captured = dynacap.explain(_stateless_layers)(torch.randn(2, 3))
+    assert assert_fully_captured.graph_break_count == 0
+
+
+def test_layer_with_parameters_made_in_forward_does_not_recompile():
+    def f(x):
+        torch.manual_seed(0)
+        return torch.nn.Linear(3, 3)(x), torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.ReLU())(x)
+
+    # Each creation is a break; the graphs after them are compiled once, not once per call.
+    assert _calls_compile_count(f, n=5) == _calls_compile_count(f, n=1) == 2
+
+
+def test_layer_and_lambda_kept_across_a_break_do_not_recompile():
+    def layer(x):
+        act = torch.nn.GELU()
+        print("", end="")
+        return act(x), act.approximate
+
+    def function(x):
+        h = lambda a: a + 1  # noqa: E731
+        print("", end="")
+        return h(x)
+
+    assert _calls_compile_count(layer) == 1
+    assert _calls_compile_count(function) == 1
+
+
+def test_layer_made_in_forward_escapes_as_a_new_object_each_call():
+    def f(x):
+        a = torch.nn.Softmax(dim=1)
+        return a, a, x + 1
+
+    dynacap.reset()
+    captured = dynacap.optimize(f, backend=CountingBackend())
+    first, second = captured(torch.ones(2, 3)), captured(torch.ones(2, 3))
+    assert first[0] is first[1] and first[0] is not second[0]
+    assert isinstance(first[0], torch.nn.Softmax) and first[0].dim == 1

@@ -6,7 +6,7 @@ import types
 from ..errors import GraphBreak
 from ..values.base import NullValue, Value
 from ..values.containers import DictValue, SequenceValue, TupleValue
-from ..values.functions import UserFunctionValue
+from ..values.functions import MadeFunction, UserFunctionValue
 from .ops_variables import CellRefValue, CodeConstant
 from .tracer import handles
 
@@ -64,16 +64,23 @@ def _make_function(tx, ins):
     assert isinstance(code_value, CodeConstant)
     flags = ins.arg
     closure = tx.pop() if flags & 0x08 else None
-    if flags & 0x04:
-        tx.pop()  # annotations are not needed to run the function
+    annotations = tx.pop() if flags & 0x04 else None
     kwdefaults = tx.pop() if flags & 0x02 else None
     defaults = tx.pop() if flags & 0x01 else None
     code = code_value.code
-    try:
-        defaults_t = defaults.as_constant() if defaults is not None else None
-        kwdefaults_d = kwdefaults.as_constant() if kwdefaults is not None else None
-    except GraphBreak:
-        raise GraphBreak(f"nested function {code.co_name} with non-constant default arguments") from None
+    # The trace-time function holds the defaults for inspect.signature (binding inlined calls): the
+    # constants themselves, else their values (bound arguments that are already a Value are used as is).
+    defaults_t, kwdefaults_d, constant = None, None, True
+    if defaults is not None:
+        items = defaults.iterate(tx)
+        constant = all(v.is_constant() for v in items)
+        defaults_t = tuple(v.as_constant() if constant else v for v in items)
+    if kwdefaults is not None:
+        if not isinstance(kwdefaults, DictValue):
+            raise GraphBreak(f"nested function {code.co_name} with keyword-only defaults of {kwdefaults.describe()}")
+        kw_constant = all(v.is_constant() for v in kwdefaults.items.values())
+        constant = constant and kw_constant
+        kwdefaults_d = {str(k): v.as_constant() if kw_constant else v for k, v in kwdefaults.items.items()}
     boxes = None
     cells = None
     if closure is not None:
@@ -83,4 +90,13 @@ def _make_function(tx, ins):
     if kwdefaults_d:
         fn.__kwdefaults__ = kwdefaults_d
     fn.__qualname__ = code.co_qualname
-    tx.push(UserFunctionValue(fn, None, closure_cells=boxes if boxes is not None else None))
+    made = MadeFunction(code, tx.f_globals, defaults, kwdefaults, _annotations(tx, annotations), constant)
+    tx.push(UserFunctionValue(fn, None, closure_cells=boxes if boxes is not None else None, made=made))
+
+
+def _annotations(tx, annotations: Value | None) -> DictValue:
+    """``MAKE_FUNCTION``'s annotations (a tuple of name, value, name, value...) as the function's dict."""
+    if annotations is None:
+        return DictValue({})
+    items = annotations.iterate(tx)
+    return DictValue({items[i].as_constant(): items[i + 1] for i in range(0, len(items), 2)})

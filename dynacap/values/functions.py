@@ -9,22 +9,42 @@ symbolic container.
 from __future__ import annotations
 
 import types
+from dataclasses import dataclass
 
 from ..errors import GraphBreak
 from .base import Value, constant_args
 from .constant import ConstantValue
 
 
+@dataclass
+class MadeFunction:
+    """What ``MAKE_FUNCTION`` put into a function made while tracing, to rebuild it at run time."""
+
+    code: types.CodeType
+    f_globals: dict
+    defaults: Value | None
+    kwdefaults: Value | None
+    #: ``__annotations__``: one dict per function, the same object on every read.
+    annotations: Value
+    #: Whether the defaults are all constants (the trace-time function then holds them for real).
+    constant_defaults: bool = True
+
+
 class UserFunctionValue(Value):
     """A Python function whose bytecode can be inlined."""
 
-    def __init__(self, fn: types.FunctionType, source=None, closure_cells=None):
+    def __init__(self, fn: types.FunctionType, source=None, closure_cells=None, made: MadeFunction | None = None):
         self.fn = fn
         self.source = source
         #: For functions made while tracing (``MAKE_FUNCTION``): the tracer's cell boxes.
         self.closure_cells = closure_cells
+        #: For functions made while tracing: their parts (a new function object on every run).
+        self.made = made
         #: May be inlined although it is torch's code (a built-in layer's method reached by super()).
         self.library_ok = False
+        #: False when the function is guarded by its code, not identity (see ``wrap._guard_by_parts``).
+        self.identity_known = True
+        self._building = False
 
     def describe(self) -> str:
         return f"function {self.fn.__qualname__}"
@@ -33,17 +53,66 @@ class UserFunctionValue(Value):
         return types.FunctionType
 
     def real_object(self):
-        if self.closure_cells is not None:
+        if self.closure_cells is not None or (self.made is not None and not self.made.constant_defaults):
             raise GraphBreak(f"{self.describe()} was created while capturing")
+        if not self.identity_known:
+            raise GraphBreak(f"{self.describe()} is a different object on each call (only its code is guarded)")
         return self.fn
 
     def getattr(self, tx, name):
         if name in ("__name__", "__qualname__", "__module__", "__doc__"):
             return ConstantValue(getattr(self.fn, name))
+        made = self.made
+        if made is not None and name in ("__defaults__", "__kwdefaults__", "__annotations__"):
+            part = {"__defaults__": made.defaults, "__kwdefaults__": made.kwdefaults,
+                    "__annotations__": made.annotations}[name]
+            return part if part is not None else ConstantValue(None)
         raise GraphBreak(f"attribute `.{name}` of {self.describe()}")
 
     def call(self, tx, args, kwargs):
         return tx.inline_call(self, args, kwargs)
+
+    def reconstruct(self, cg) -> None:
+        made = self.made
+        if made is None or self.source is not None:
+            super().reconstruct(cg)
+            return
+        if self.closure_cells is not None:
+            raise GraphBreak(f"{self.describe()} (a closure created while capturing) cannot be rebuilt after "
+                             "the graph")
+        if self._building:  # called back by ``cg.share`` below
+            self._build(cg)
+            return
+        # One runtime function per traced one, however many places hold it (``return h, h``).
+        if not cg.load_shared(self):
+            self._building = True
+            try:
+                cg.share(self)
+            finally:
+                self._building = False
+            cg.load_shared(self)
+
+    def _build(self, cg) -> None:
+        """``types.FunctionType(code, globals, None, defaults)``, then its kwdefaults and annotations."""
+        made = self.made
+        cg.append("PUSH_NULL")
+        cg.load_const(types.FunctionType)
+        cg.load_const(made.code)
+        cg.load_const(made.f_globals)
+        cg.load_const(None)
+        if made.defaults is not None:
+            made.defaults.reconstruct(cg)
+        else:
+            cg.load_const(None)
+        cg.append("PRECALL", 4)
+        cg.append("CALL", 4)
+        for name, part in (("__kwdefaults__", made.kwdefaults), ("__annotations__", made.annotations)):
+            if part is None:
+                continue
+            cg.append("COPY", 1)
+            part.reconstruct(cg)
+            cg.append("SWAP", 2)
+            cg.append("STORE_ATTR", name)
 
 
 class BoundMethodValue(Value):

@@ -40,9 +40,15 @@ def is_builtin_layer(module: torch.nn.Module) -> bool:
 
 
 class ModuleValue(Value):
-    def __init__(self, module: torch.nn.Module, source=None):
+    def __init__(self, module: torch.nn.Module, source=None, made: tuple | None = None):
         self.module = module
         self.source = source
+        #: For a layer created while tracing: ``(class, args, kwargs)`` (constants) to create it at run time.
+        self.made = made
+        #: False when only the type and the module's state are guarded (see ``guard_stateless``):
+        #: the runtime module may be another instance, as for modules made anew on each call.
+        self.identity_known = True
+        self._building = False
 
     def describe(self):
         where = f" {self.source.expr()}" if self.source is not None else ""
@@ -52,7 +58,55 @@ class ModuleValue(Value):
         return type(self.module)
 
     def real_object(self):
+        if not self.identity_known:
+            raise GraphBreak(f"{self.describe()} is a different object on each call (only its type is guarded)")
         return self.module
+
+    def reconstruct(self, cg) -> None:
+        if self.made is None or self.source is not None:
+            super().reconstruct(cg)
+            return
+        if self._building:  # called back by ``cg.share`` below
+            cls, args, kwargs = self.made
+            cg.append("PUSH_NULL")
+            cg.load_const(cls)
+            for a in args:
+                cg.load_const(a)
+            for v in kwargs.values():
+                cg.load_const(v)
+            if kwargs:
+                cg.append("KW_NAMES", tuple(kwargs))
+            cg.append("PRECALL", len(args) + len(kwargs))
+            cg.append("CALL", len(args) + len(kwargs))
+            return
+        # A new module on every run, one per traced creation however many places hold it.
+        if not cg.load_shared(self):
+            self._building = True
+            try:
+                cg.share(self)
+            finally:
+                self._building = False
+            cg.load_shared(self)
+
+    def unspecialize(self, tx) -> "ModuleValue":
+        """Guard the module by what it is made of, not by identity (it may be made anew on each call).
+
+        Its type, the names of its parameters, buffers and children and the absence of hooks are
+        guarded here; plain attributes through their own sources when read; parameters and buffers
+        become graph inputs (guarded by metadata) and children are unspecialized in turn.
+        """
+        m, source = self.module, self.source
+        tx.guards.type_match(source, m)
+        names = {kind: list(m.__dict__.get(kind, {})) for kind in ("_parameters", "_buffers", "_modules")}
+        tx.guards.add("MODULE_STATE", source,
+                      "list({s}._parameters) == {p} and list({s}._buffers) == {b} and list({s}._modules) == {c} "
+                      "and not ({s}._forward_hooks or {s}._forward_pre_hooks or {s}._backward_hooks "
+                      "or 'forward' in {s}.__dict__)",
+                      f"{source.expr()} has parameters {names['_parameters']}, buffers {names['_buffers']}, "
+                      f"children {names['_modules']} and no hooks",
+                      p=names["_parameters"], b=names["_buffers"], c=names["_modules"])
+        self.identity_known = False
+        return self
 
     def _child_source(self, dict_attr, name):
         return DictEntrySource(self.source, dict_attr, name) if self.source is not None else None
@@ -70,16 +124,23 @@ class ModuleValue(Value):
             source = self._child_source("_parameters", name)
             if param is None:
                 return ConstantValue(None, source)
+            if not self.identity_known:
+                return wrap(tx, param, source)
             return tx.module_tensor(param, f"{type(m).__name__}.{name}", source)
         if name in d.get("_buffers", {}):
             buf = d["_buffers"][name]
             source = self._child_source("_buffers", name)
             if buf is None:
                 return ConstantValue(None, source)
+            if not self.identity_known:
+                return wrap(tx, buf, source)
             return tx.module_tensor(buf, f"{type(m).__name__}.{name}", source)
         if name in d.get("_modules", {}):
             child = d["_modules"][name]
-            return wrap(tx, child, self._child_source("_modules", name))
+            source = self._child_source("_modules", name)
+            if not self.identity_known and child is not None:
+                return ModuleValue(child, source).unspecialize(tx)
+            return wrap(tx, child, source)
         if name in d:
             return wrap(tx, d[name], AttrSource(self.source, name) if self.source is not None else None)
         if isinstance(m, torch.nn.ModuleDict) and name in ("keys", "values", "items") \
@@ -117,6 +178,8 @@ class ModuleValue(Value):
                 return inlined
             tx.guard_module_state(self)
             if self.source is not None:
+                if not self.identity_known:  # the graph holds this very module
+                    tx.guards.id_match(self.source, m)
                 _guard_layer_tensors(tx, m, self.source)
             return tx.graph.call("call_module", m, args, kwargs, f"{type(m).__name__}")
         if "forward" in m.__dict__:
@@ -242,6 +305,40 @@ class ModuleSliceValue(TupleValue):
         if self.source is None:
             raise GraphBreak(f"{self.describe()} cannot be rebuilt after the graph")
         cg.extend(self.source.emit())
+
+
+def is_stateless(m: torch.nn.Module) -> bool:
+    """No parameters, buffers, children or hooks: the module is its type and its plain attributes."""
+    return not (m._parameters or m._buffers or m._modules or m._forward_hooks or m._forward_pre_hooks
+                or m._backward_hooks or "forward" in m.__dict__)
+
+
+def create_layer(cls: type, args: list, kwargs: dict) -> "ModuleValue":
+    """``nn.ReLU()``, ``nn.Softmax(dim=1)``... called in captured code: the layer, made at capture time.
+
+    Only ``torch.nn`` layers with constant arguments that hold no parameters or buffers: such a
+    layer is a pure function of its arguments, so one made now stands for the new one each call
+    makes (and it is made again at run time if it leaves the graph).  Others break: their
+    constructors draw random parameters.
+    """
+    from .base import constant_args
+
+    const = constant_args(args, kwargs)
+    if const is None or not cls.__module__.startswith("torch.nn."):
+        raise GraphBreak(f"creating a module ({cls.__name__}) inside the captured code")
+    try:
+        # Construct on the meta device first: a layer with parameters would draw random numbers.
+        with torch.device("meta"):
+            probe = cls(*const[0], **const[1])
+        if not is_stateless(probe) or _global_hooks():
+            raise GraphBreak(f"creating a module ({cls.__name__}) that holds parameters or buffers inside "
+                             "the captured code")
+        module = cls(*const[0], **const[1])
+    except GraphBreak:
+        raise
+    except Exception as e:
+        raise GraphBreak(f"creating a module ({cls.__name__}) raised {type(e).__name__}: {e}") from None
+    return ModuleValue(module, None, made=(cls, tuple(const[0]), dict(const[1])))
 
 
 def _inline_layer(tx, layer: ModuleValue, args, kwargs):

@@ -100,7 +100,9 @@ class TorchValue(Value):
             return GradModeValue(fn)
         if isinstance(fn, type):
             if issubclass(fn, torch.nn.Module):
-                raise GraphBreak(f"creating a module ({fn.__name__}) inside the captured code")
+                from .module import create_layer
+
+                return create_layer(fn, args, kwargs)
             if fn in (torch.device, torch.dtype) or issubclass(fn, torch.finfo) or issubclass(fn, torch.iinfo):
                 const = constant_args(args, kwargs)
                 if const is not None:

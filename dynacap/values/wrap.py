@@ -10,6 +10,7 @@ need no guard.
 """
 from __future__ import annotations
 
+import re
 import types
 
 import torch
@@ -69,6 +70,8 @@ def wrap(tx, obj, source: Source | None) -> Value:
         return _bound_method(tx, obj, source)
     value = _object_value(tx, obj, source)
     if source is not None:
+        if _made_by_previous_stage(tx, source) and _guard_by_parts(tx, value, source):
+            return value
         if isinstance(value, ObjectValue):
             # Plain objects are often made fresh per call: guard the type, and guard each
             # attribute read through its own source.  Identity is then unknown.
@@ -77,6 +80,50 @@ def wrap(tx, obj, source: Source | None) -> Value:
         else:
             g.id_match(source, obj)
     return value
+
+
+def _made_by_previous_stage(tx, source) -> bool:
+    """An argument of a resume or chain function: possibly an object made anew by each call before it.
+
+    Such values (a lambda, an ``nn.ReLU()`` made in ``forward``) are guarded by what they are
+    made of, never by identity, or every call would recompile.
+    """
+    from ..source import LocalSource
+
+    return tx.is_root and isinstance(source, LocalSource) and _is_generated(tx.code)
+
+
+def _is_generated(code) -> bool:
+    """Whether ``code`` is a resume or chain function's (see /work/coord/requests-interp.md)."""
+    from ..codegen import resume
+
+    return code in resume._ENTRY or ".<resume chain at line " in code.co_qualname
+
+
+#: Argument names of resume and chain functions that hold the value stack (``resume.stack_arg``).
+_STACK_ARG = re.compile(r"___stack\d+|___l\d+_s\d+")
+
+
+def _guard_by_parts(tx, value, source) -> bool:
+    """Guard a function by its code and globals, a module by its type and state; False if neither.
+
+    Modules with parameters are unspecialized only when they were on the value stack (the result of
+    the breaking call, ``nn.Linear(3, 3)`` in ``forward``): a live local such as ``self`` keeps its
+    identity guard and its parameters as graph attributes.
+    """
+    from .module import is_stateless
+
+    if isinstance(value, UserFunctionValue) and type(value.fn) is types.FunctionType:
+        fn = value.fn
+        tx.guards.add("TYPE_MATCH", source, "type({s}) is {t} and {s}.__code__ is {code} and {s}.__globals__ is {g}",
+                      f"{source.expr()} is a function of {fn.__code__.co_qualname} (line {fn.__code__.co_firstlineno})",
+                      t=types.FunctionType, code=fn.__code__, g=fn.__globals__)
+        value.identity_known = False
+        return True
+    if isinstance(value, ModuleValue) and (is_stateless(value.module) or _STACK_ARG.fullmatch(source.name)):
+        value.unspecialize(tx)
+        return True
+    return False
 
 
 def _is_bound_method(obj) -> bool:
