@@ -173,8 +173,31 @@ def frame_after_break(x):
     return y * 2, frame.f_code.co_name, line, sorted(frame.f_locals)
 
 
+def _helper_locals(a):
+    b = a * 2
+    return sorted(locals()), b
+
+
+def locals_of_inlined_helper(x):
+    y = x + 1
+    names, b = _helper_locals(3)
+    return y, names, b
+
+
+def locals_with_free_variable(x):
+    k = 5
+
+    def inner(t):
+        m = t + k
+        print("brk")
+        return sorted(locals()), m
+
+    return inner(x)
+
+
 @pytest.mark.parametrize("inner", BACKENDS)
-@pytest.mark.parametrize("fn", [format_locals, locals_after_break, locals_in_loop, vars_and_dir, eval_names, eval_and_exec,
+@pytest.mark.parametrize("fn", [locals_of_inlined_helper, locals_with_free_variable,
+                                format_locals, locals_after_break, locals_in_loop, vars_and_dir, eval_names, eval_and_exec,
                                 frame_locals, frame_after_break])
 def test_frame_readers_see_the_frames_locals(fn, inner):
     run_differential(fn, torch.randn(3), backend=_backend(inner))
@@ -238,3 +261,93 @@ def resumed_frame(x):
 
 def test_resumed_frame_looks_like_the_original():
     run_differential(resumed_frame, torch.randn(3))
+
+
+# -- messages: user names, resumed frames, reasons stated once ---------------------------------------
+
+import logging  # noqa: E402
+import re  # noqa: E402
+
+import dynacap  # noqa: E402
+from dynacap.errors import user_text  # noqa: E402
+
+_INTERNAL = re.compile(r"___|\bL\[|\bG\[")
+
+
+def _line_of(fn, text):
+    lines, first = inspect.getsourcelines(fn)
+    return first + next(k for k, line in enumerate(lines) if text in line)
+
+
+def two_breaks(x):
+    y = x + 1
+    print("first")  # FIRST-BREAK
+    return y.sum().item()
+
+
+def stack_value_breaks(x, buf):
+    return (buf, print("p"))[0].getvalue(), x + 1
+
+
+def _inner_prints(t):
+    print("inner")
+    return t * 2
+
+
+def chained(x):
+    return (x.sum() + _inner_prints(x).sum()).tolist()  # CHAINED-LINE
+
+
+def test_resumed_frames_are_named_in_explain(capsys):
+    out = dynacap.explain(two_breaks)(torch.ones(3))
+    line = _line_of(two_breaks, "FIRST-BREAK")
+    assert out.graph_break_count == 2, str(out)
+    assert [fs.name for fs in out.break_reasons[0].user_stack] == ["two_breaks"]
+    assert [fs.name for fs in out.break_reasons[1].user_stack] == [f"two_breaks (resumed at line {line})"]
+    assert f"in two_breaks (resumed at line {line})" in str(out)
+    assert not _INTERNAL.search(str(out).split("Guards:")[0])
+
+
+def test_chain_function_is_not_a_frame_of_the_user_stack(capsys):
+    out = dynacap.explain(chained)(torch.ones(3))
+    line = _line_of(chained, "CHAINED-LINE")
+    stacks = [[fs.name for fs in r.user_stack] for r in out.break_reasons]
+    assert stacks == [["chained", "_inner_prints"], [f"chained (resumed at line {line})"]], str(out)
+
+
+def test_break_reasons_never_name_internal_locals(capsys):
+    out = dynacap.explain(stack_value_breaks)(torch.ones(3), io.StringIO())
+    assert out.graph_break_count >= 2
+    for reason in out.break_reasons:
+        assert not _INTERNAL.search(reason.reason), reason.reason
+    assert any("a value computed here" in r.reason for r in out.break_reasons), out.break_reasons
+
+
+def test_breaks_log_names_resumed_frames(caplog, capsys):
+    caplog.set_level(logging.DEBUG, logger="dynacap.breaks")
+    dynacap.optimize(two_breaks, backend="eager")(torch.ones(3))
+    line = _line_of(two_breaks, "FIRST-BREAK")
+    text = "\n".join(r.getMessage() for r in caplog.records if r.name == "dynacap.breaks"
+                     and r.getMessage().startswith("graph break"))
+    assert f"in two_breaks (resumed at line {line})" in text, text
+    assert "___" not in text, text
+
+
+def test_unsupported_states_its_reason_once(capsys):
+    f = dynacap.optimize(two_breaks, backend="eager", fullgraph=True)
+    with pytest.raises(dynacap.Unsupported) as info:
+        f(torch.ones(3))
+    message = str(info.value)
+    assert message.count("has effects outside the graph") == 1, message
+    assert f"line {_line_of(two_breaks, 'FIRST-BREAK')}, in two_breaks" in message, message
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("tensor L['x'] float32[3]", "tensor x float32[3]"),
+    ("Foo object L['self'].cfg['k'].w", "Foo object self.cfg['k'].w"),
+    ("a list value (L['___stack0'])", "a list value (a value computed here)"),
+    ("tensor L['___l0_s1'].grad", "tensor a value computed here"),
+    ("G['torch'].nn is", "torch.nn is"),
+])
+def test_user_text_writes_references_as_users_do(text, expected):
+    assert user_text(text) == expected

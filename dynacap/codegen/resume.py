@@ -23,6 +23,8 @@ import weakref
 
 from bytecode import Bytecode, CompilerFlags, Instr, Label
 
+from ..errors import set_frame_name
+
 #: Per original code object: key -> resume code.
 _CACHE: "weakref.WeakKeyDictionary[types.CodeType, dict]" = weakref.WeakKeyDictionary()
 
@@ -148,7 +150,14 @@ def _build_resume(original: types.CodeType, offset: int, layout: tuple, live: tu
     new.filename = original.co_filename
     new.first_lineno = original.co_firstlineno
     new.docstring = None
-    return new.to_code(stacksize=original.co_stacksize + 4, compute_exception_stack_depths=False)
+    code = new.to_code(stacksize=original.co_stacksize + 4, compute_exception_stack_depths=False)
+    set_frame_name(code, resumed_name(original.co_name, lineno))
+    return code
+
+
+def resumed_name(name: str, lineno: int) -> str:
+    """How messages and logs name a resume (or chain) function of ``name``."""
+    return f"{name} (resumed at line {lineno})"
 
 
 def chain_code(levels: list, filename: str, name: str, lineno: int) -> types.CodeType:
@@ -184,7 +193,10 @@ def chain_code(levels: list, filename: str, name: str, lineno: int) -> types.Cod
     bc.filename = filename
     bc.first_lineno = lineno
     bc.docstring = None
-    return bc.to_code()
+    code = bc.to_code()
+    # It stands for the resumed frames it calls, which user stacks show themselves.
+    set_frame_name(code, resumed_name(name, lineno), hidden=True)
+    return code
 
 
 
