@@ -17,13 +17,31 @@ Side effects and the values rebuilt after them:
 * Lists and dicts made while tracing that side effects store somewhere are
   built once (``Emitter.share``), so ``d["h"] = l`` and a later use of
   ``l`` (the return value, a resume function's argument) are one object.
+
+A graph that raises (``x[torch.tensor([5])]`` out of range) has run before
+any side effect was replayed.  If the graph mutates nothing observable
+(``graph_may_mutate``: no in-place op on an input, parameter or buffer, no
+``out=``, no random op, no running-stat update, no grad-mode or autocast
+switch), the frame is rerun eagerly from the start, with its arguments,
+through an unhooked copy of its code (``eager_copy``): the side effects
+happen in program order and the real exception is raised from the user's
+line.  A ``KeyboardInterrupt`` (any non-``Exception``) is never rerun.  A
+graph that may mutate is not rerun (rerunning would mutate twice): its
+exception propagates as it is, and side effects recorded before the failing
+operation are lost (known limitation; splitting the graph at its first
+mutation would keep them).
 """
 from __future__ import annotations
 
+import inspect
+import operator
 import types
+import weakref
 
-from bytecode import Bytecode, CompilerFlags, Instr
+import torch
+from bytecode import BinaryOp, Bytecode, CompilerFlags, FreeVar, Instr, Label, TryBegin, TryEnd
 
+from .. import hook
 from ..interpreter.tracer import SideEffect
 from ..source import (AttrSource, BuiltinSource, DictEntrySource, GlobalSource, ItemSource, ModuleGlobalSource,
                       Source)
@@ -146,7 +164,7 @@ def prologue(original: types.CodeType) -> list[Instr]:
 
 def build_code(original: types.CodeType, body: list[Instr], name_suffix: str = "") -> types.CodeType:
     """A code object with ``original``'s signature and free variables and the given body."""
-    bc = Bytecode(prologue(original) + body)
+    bc = Bytecode(prologue(original) + body + _rerun_handlers(original, body))
     nargs = original.co_argcount + original.co_kwonlyargcount
     flags = CompilerFlags(original.co_flags)
     if flags & CompilerFlags.VARARGS:
@@ -172,17 +190,235 @@ def emit_graph_call(cg: Emitter, graph_call) -> None:
     """Call the compiled graph with its inputs (reloaded from their sources); keep the outputs.
 
     ``graph_call`` is None (nothing captured) or ``(compiled_fn, inputs, output_index)``.
+    A graph that mutates nothing is called inside a ``try`` whose handler
+    reruns the frame eagerly (added by ``build_code``, which knows the frame's code).
     """
     if graph_call is None:
         return
     compiled_fn, inputs, _ = graph_call
+    try_begin = None
+    if not graph_may_mutate(_graph_of(graph_call)):
+        try_begin = TryBegin(_RerunLabel(cg.lineno), push_lasti=False)
+        cg.instructions.append(try_begin)
     cg.append("PUSH_NULL")
     cg.load_const(compiled_fn)
     for graph_input in inputs:
         cg.extend(graph_input.source.emit())
     cg.append("PRECALL", len(inputs))
     cg.append("CALL", len(inputs))
+    if try_begin is not None:
+        cg.instructions.append(TryEnd(try_begin))
     cg.append("STORE_FAST", Emitter.GRAPH_OUT)
+
+
+# -- rerunning a frame whose graph raised ----------------------------------------------------
+class _RerunLabel(Label):
+    """The handler of a graph call's ``try``: rerun the frame eagerly (see ``_rerun_handlers``)."""
+
+    def __init__(self, lineno: int | None):
+        super().__init__()
+        self.lineno = lineno
+
+
+def _rerun_handlers(original: types.CodeType, body: list) -> list:
+    """For each graph call guarded in ``body``: catch an ``Exception``, rerun the frame eagerly, return.
+
+    The handler leaves the ``except`` state before rerunning, so the rerun's
+    own exception is not chained to the graph's.  Anything that is not an
+    ``Exception`` (``KeyboardInterrupt``) propagates as it is.
+    """
+    handlers = []
+    for item in body:
+        if not (isinstance(item, TryBegin) and isinstance(item.target, _RerunLabel)):
+            continue
+        label, reraise = item.target, Label()
+        code = [
+            Instr("PUSH_EXC_INFO"),
+            Instr("LOAD_CONST", Exception),
+            Instr("CHECK_EXC_MATCH"),
+            Instr("POP_JUMP_FORWARD_IF_FALSE", reraise),
+            Instr("POP_TOP"),
+            Instr("POP_EXCEPT"),
+            *_eager_call(original),
+            Instr("RETURN_VALUE"),
+        ]
+        tail = [Instr("SWAP", 2), Instr("POP_EXCEPT"), Instr("RERAISE", 0)]
+        for instr in code + tail:
+            if label.lineno is not None:
+                instr.lineno = label.lineno
+        handlers += [label, *code, reraise, *tail]
+    return handlers
+
+
+def _eager_call(original: types.CodeType) -> list[Instr]:
+    """Call an unhooked copy of ``original`` with this frame's arguments and closure."""
+    flags = original.co_flags
+    names = original.co_varnames
+    n_positional = original.co_argcount
+    kwonly = names[n_positional:n_positional + original.co_kwonlyargcount]
+    rest = n_positional + len(kwonly)
+    varargs = names[rest] if flags & inspect.CO_VARARGS else None
+    varkw = names[rest + (varargs is not None)] if flags & inspect.CO_VARKEYWORDS else None
+    instrs = [Instr("PUSH_NULL")]
+    if original.co_freevars:
+        instrs += [Instr("LOAD_CLOSURE", FreeVar(name)) for name in original.co_freevars]
+        instrs.append(Instr("BUILD_TUPLE", len(original.co_freevars)))
+    instrs += [Instr("LOAD_CONST", eager_copy(original)),
+               Instr("MAKE_FUNCTION", 0x08 if original.co_freevars else 0)]
+    # The rewritten code has no cells (``build_code``): every argument slot holds the argument itself.
+    instrs += [Instr("LOAD_FAST", name) for name in names[:n_positional]]
+    instrs.append(Instr("BUILD_TUPLE", n_positional))
+    if varargs is not None:
+        instrs += [Instr("LOAD_FAST", varargs), Instr("BINARY_OP", BinaryOp.ADD)]
+    for name in kwonly:
+        instrs += [Instr("LOAD_CONST", name), Instr("LOAD_FAST", name)]
+    instrs.append(Instr("BUILD_MAP", len(kwonly)))
+    if varkw is not None:
+        instrs += [Instr("LOAD_FAST", varkw), Instr("DICT_UPDATE", 1)]
+    instrs.append(Instr("CALL_FUNCTION_EX", 1))
+    return instrs
+
+
+#: id(code) -> (weak reference to the code, its unhooked copy).
+_eager_copies: dict[int, tuple] = {}
+_EAGER_COPY = "dynacap: eager copy"
+
+
+def eager_copy(code: types.CodeType) -> types.CodeType:
+    """A copy of ``code`` the hook never intercepts (memoised per code object).
+
+    Calls made from it are still captured: only this code is skipped.
+    """
+    key = id(code)
+    entry = _eager_copies.get(key)
+    if entry is None or entry[0]() is not code:
+        # An extra unused constant makes the copy unequal to the original: code objects compare
+        # by value, and sets of codes (the hook's tracked codes) must keep both.
+        copy = code.replace(co_consts=code.co_consts + (_EAGER_COPY,))
+        entry = (weakref.ref(code, lambda _, key=key: _eager_copies.pop(key, None)), copy)
+        _eager_copies[key] = entry
+    hook.skip(entry[1])  # again after a reset(), which clears skip marks
+    return entry[1]
+
+
+# -- does a graph mutate anything observable? --------------------------------------------------
+#: Functions and methods that change state outside their tensor arguments (RNG, running stats,
+#: grad mode, autocast, autograd's ``.grad``, hooks).
+_STATEFUL_NAMES = {
+    "rand", "rand_like", "randn", "randn_like", "randint", "randint_like", "randperm", "normal", "bernoulli",
+    "multinomial", "poisson", "binomial", "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
+    "feature_alpha_dropout", "feature_dropout", "native_dropout", "rrelu", "gumbel_softmax", "batch_norm",
+    "instance_norm", "native_batch_norm", "_native_batch_norm_legit", "backward", "grad", "retain_grad",
+    "register_hook", "manual_seed", "seed", "set_rng_state", "_set_grad_enabled", "_enter_autocast",
+    "_exit_autocast", "record_stream",
+}
+_INPLACE_OPERATORS = {
+    operator.setitem, operator.delitem, operator.iadd, operator.isub, operator.imul, operator.itruediv,
+    operator.ifloordiv, operator.imod, operator.ipow, operator.iand, operator.ior, operator.ixor,
+    operator.ilshift, operator.irshift, operator.imatmul,
+}
+
+
+def _graph_of(graph_call):
+    """The ``torch.fx.Graph`` behind a graph call (None when it cannot be found)."""
+    _, inputs, output_index = graph_call
+    for graph_input in inputs:
+        return graph_input.node.graph
+    for node in output_index:
+        return node.graph
+    return None
+
+
+def graph_may_mutate(graph) -> bool:
+    """Whether running ``graph`` (even partly, until an op raises) may change observable state.
+
+    Conservative: in-place ops and ``out=`` on a tensor that shares storage
+    with an input, parameter or buffer; random ops, running-stat updates
+    (unless ``training=False``), grad-mode/autocast switches and autograd
+    calls; layers in training mode or with ``inplace=True``; no graph found
+    counts as mutating.
+    """
+    if graph is None:
+        return True
+    external = {_storage(n.meta.get("example_value")) for n in graph.nodes if n.op in ("placeholder", "get_attr")}
+    external.discard(None)
+    for node in graph.nodes:
+        if node.op == "call_module":
+            module = _submodule(graph, node.target)
+            if module is None or module.training or getattr(module, "inplace", False):
+                return True
+        elif node.op in ("call_function", "call_method"):
+            stateful, writes = _effects(node)
+            if stateful:
+                return True
+            if writes and any(_storage(t) is None or _storage(t) in external for t in _tensor_args(node)):
+                return True
+    return False
+
+
+def _effects(node) -> tuple[bool, bool]:
+    """(changes state beyond its tensor arguments, may write its tensor arguments) for one call node."""
+    target = node.target
+    name = target if isinstance(target, str) else getattr(target, "__name__", "")
+    stateful = name in _STATEFUL_NAMES or name.rstrip("_") in _STATEFUL_NAMES or "generator" in node.kwargs
+    if stateful and not _passes_false(node, "training"):
+        return True, True
+    if node.op == "call_function" and target in _INPLACE_OPERATORS:
+        return False, True
+    inplace = name.endswith("_") and not name.endswith("__")
+    dunder_inplace = name.startswith("__i") or name in ("__setitem__", "__delitem__")
+    if inplace or dunder_inplace or "out" in node.kwargs or not _passes_false(node, "inplace", absent=True):
+        return False, True
+    return False, False
+
+
+def _passes_false(node, parameter: str, absent: bool = False) -> bool:
+    """Whether the call gives ``parameter`` the value False (by keyword, position or default).
+
+    ``absent``: the answer when the callee has no such parameter or no
+    readable signature (torch's C functions: they take no ``inplace`` flag,
+    their in-place forms end with ``_``); a call that cannot be bound to its
+    signature counts as not passing False.
+    """
+    if parameter in node.kwargs:
+        return node.kwargs[parameter] is False
+    if node.op != "call_function":
+        return absent
+    try:
+        signature = inspect.signature(node.target)
+    except (TypeError, ValueError):
+        return absent
+    if parameter not in signature.parameters:
+        return absent
+    try:
+        bound = signature.bind(*node.args, **node.kwargs)
+    except TypeError:
+        return False
+    bound.apply_defaults()
+    return bound.arguments[parameter] is False
+
+
+def _tensor_args(node) -> list:
+    found = []
+    torch.fx.node.map_arg((node.args, node.kwargs), lambda n: found.append(n.meta.get("example_value")))
+    return [t for t in found if isinstance(t, torch.Tensor)]
+
+
+def _storage(fake):
+    try:
+        return fake.untyped_storage()._cdata
+    except (NotImplementedError, RuntimeError):
+        return None
+
+
+def _submodule(graph, target):
+    owner = graph.owning_module
+    if owner is None:
+        return None
+    try:
+        return owner.get_submodule(target)
+    except AttributeError:
+        return None
 
 
 def build_rewritten_code(original: types.CodeType, return_value, side_effects, graph_call) -> types.CodeType:
