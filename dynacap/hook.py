@@ -2,8 +2,8 @@
 
 ``call_with_callback(callback, fn, ...)`` sets this thread's frame callback
 for the duration of a call; the C side installs the PEP 523 hook only while some thread has
-a callback, so code outside dynacap runs at full speed.  ``tracked_codes``
-remembers every code object given a cache entry or skip mark, so that
+a callback, so code outside dynacap runs at full speed.  ``track``/``skip``
+remember every code object given a cache entry or skip mark, so that
 ``reset()`` can drop them all.  No capture logic lives here.
 """
 from __future__ import annotations
@@ -12,7 +12,9 @@ import weakref
 
 from . import _C
 
-_tracked = weakref.WeakSet()
+#: id(code) -> weak reference, for every code given an entry or a skip mark.  By identity: code
+#: objects compare equal by value, and an unhooked copy (``code.replace()``) must not hide the original.
+_tracked: dict[int, weakref.ref] = {}
 
 
 #: ``call_with_callback(callback, fn, *args, **kwargs)``: ``fn(*args, **kwargs)`` with ``callback``
@@ -21,12 +23,15 @@ call_with_callback = _C.call_with_callback
 
 
 def track(code) -> None:
-    _tracked.add(code)
+    key = id(code)
+    ref = _tracked.get(key)
+    if ref is None or ref() is not code:
+        _tracked[key] = weakref.ref(code, lambda _, key=key: _tracked.pop(key, None))
 
 
 def skip(code) -> None:
     _C.set_skip(code)
-    _tracked.add(code)
+    track(code)
 
 
 def cache_entries(code) -> list:
@@ -34,6 +39,8 @@ def cache_entries(code) -> list:
 
 
 def reset_all() -> None:
-    for code in list(_tracked):
-        _C.clear_cache(code)
+    for ref in list(_tracked.values()):
+        code = ref()
+        if code is not None:
+            _C.clear_cache(code)
     _tracked.clear()

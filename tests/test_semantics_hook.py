@@ -253,3 +253,19 @@ def test_reset_drops_entries_of_every_context():
     assert _C.cache_entries(sin_cos.__code__) == []
     wa(x), wb(x)
     assert (a.compiles, b.compiles) == (2, 2)
+
+
+def test_reset_is_not_fooled_by_an_equal_copy_of_a_code():
+    # Code objects compare equal by value; codegen keeps unhooked copies (``code.replace()``) of
+    # frames it may rerun eagerly.  reset() must still drop the original's entries.
+    from dynacap import hook
+
+    code = sin_cos.__code__
+    copy = code.replace()
+    assert copy == code and copy is not code
+    hook.skip(copy)
+    x = torch.randn(5)
+    dynacap.optimize(sin_cos, backend="eager")(x)
+    assert len(_C.cache_entries(code)) == 1
+    dynacap.reset()
+    assert _C.cache_entries(code) == [] and not _C.is_skip(copy)
