@@ -98,14 +98,42 @@ def cell_argument_read_after_break(x, k):
     return y * (lambda: k)()
 
 
+def cell_assigned_in_loop_with_break(x):
+    for i in range(3):
+        print("brk", i)
+        k = i * 2
+    return x * (lambda: k)()
+
+
+def cell_assigned_in_while_with_break(x):
+    i = 0
+    while i < 2:
+        print("brk", i)
+        k = i + 5
+        i += 1
+    return x * (lambda: k)()
+
+
+def cell_assigned_in_try_with_break(x):
+    try:
+        print("brk")
+        k = 7
+    finally:
+        pass
+    return x * (lambda: k)()
+
+
 @pytest.mark.parametrize("inner", BACKENDS)
 @pytest.mark.parametrize("fn,args", [
+    (cell_assigned_in_loop_with_break, ()),
+    (cell_assigned_in_while_with_break, ()),
+    (cell_assigned_in_try_with_break, ()),
     (cell_in_if, (True,)),
     (cell_in_if, (False,)),  # eager raises NameError from the lambda: so must the captured run
     (cell_in_for, ()),
     (cell_in_with, ()),
     (cell_argument_read_after_break, (2,)),
-], ids=["if-true", "if-false", "for", "with", "argument"])
+], ids=["in-for", "in-while", "in-try", "if-true", "if-false", "for", "with", "argument"])
 def test_cell_first_assigned_after_break(fn, args, inner):
     run_differential(fn, torch.randn(3), *args, backend=_backend(inner))
 
