@@ -419,3 +419,14 @@ def test_graph_may_mutate(case):
     graphs = _graphs_of(fn, torch.ones(3))
     assert len(graphs) == 1
     assert graph_may_mutate(graphs[0].graph) is expected
+
+
+def test_value_read_before_an_eager_call_that_mutates_its_slot():
+    import heapq
+
+    def f(x, xs):
+        t = xs[0]
+        heapq.heappop(xs)  # an unknown C function: runs eagerly (a break)
+        return t + x
+
+    run_differential(f, torch.ones(1), [torch.ones(1), torch.full((1,), 2.0), torch.full((1,), 3.0)])

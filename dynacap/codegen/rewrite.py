@@ -13,7 +13,9 @@ Side effects and the values rebuilt after them:
   every later-read source that reads inside an object a side effect writes
   (an item of a written list/dict, an attribute name assigned, a global
   assigned) is loaded into a local (``Emitter.snapshot_sources``), so
-  ``t = xs.pop(0); return t`` returns the popped item.
+  ``t = xs.pop(0); return t`` returns the popped item.  After a graph
+  break the eager instruction may write anything, so there every source
+  that reads more than a local is loaded before the replay.
 * Lists and dicts made while tracing that side effects store somewhere are
   built once (``Emitter.share``), so ``d["h"] = l`` and a later use of
   ``l`` (the return value, a resume function's argument) are one object.
@@ -43,18 +45,26 @@ from bytecode import BinaryOp, Bytecode, CompilerFlags, FreeVar, Instr, Label, T
 
 from .. import hook
 from ..interpreter.tracer import SideEffect
-from ..source import (AttrSource, BuiltinSource, DictEntrySource, GlobalSource, ItemSource, ModuleGlobalSource,
-                      Source)
+from ..source import (AttrSource, BuiltinSource, DictEntrySource, GlobalSource, ItemSource, LocalSource,
+                      ModuleGlobalSource, Source)
 from .emitter import Emitter
 
 _KEEP_FLAGS = CompilerFlags.VARARGS | CompilerFlags.VARKEYWORDS | CompilerFlags.NESTED
 
 
-def emit_side_effects(cg: Emitter, side_effects: list[SideEffect]) -> None:
-    """Replay ``side_effects`` in order (right after the graph call, before anything is rebuilt)."""
-    if not side_effects:
-        return
-    cg.snapshot_sources(_Writes(side_effects).touches)
+def emit_side_effects(cg: Emitter, side_effects: list[SideEffect], eager_code_follows: bool = True) -> None:
+    """Replay ``side_effects`` in order (right after the graph call, before anything is rebuilt).
+
+    ``eager_code_follows``: code that runs after the replay and before values
+    are rebuilt (a graph break's eager instruction) may write anything, so
+    every source that reads inside an object (or a global or cell) is loaded
+    before the replay.  Only the side effects write otherwise (a fully
+    captured frame), and only the sources they may change are.
+    """
+    if eager_code_follows:
+        cg.snapshot_sources(_reads_inside)
+    elif side_effects:
+        cg.snapshot_sources(_Writes(side_effects).touches)
     _share_stored_containers(cg, side_effects)
     for effect in side_effects:
         if effect.kind == "container":
@@ -70,6 +80,11 @@ def emit_side_effects(cg: Emitter, side_effects: list[SideEffect]) -> None:
             cg.load_const(effect.target)
             cg.load_const(effect.name)
             cg.append("STORE_SUBSCR")
+
+
+def _reads_inside(source: Source) -> bool:
+    """Whether loading ``source`` reads more than a frame local."""
+    return not (isinstance(source, LocalSource) and not source.is_free)
 
 
 class _Writes:
@@ -425,7 +440,7 @@ def build_rewritten_code(original: types.CodeType, return_value, side_effects, g
     """The code of a fully captured frame; ``graph_call`` as for ``emit_graph_call``."""
     cg = Emitter(output_index=graph_call[2] if graph_call else None, lineno=original.co_firstlineno)
     emit_graph_call(cg, graph_call)
-    emit_side_effects(cg, side_effects)
+    emit_side_effects(cg, side_effects, eager_code_follows=False)
     return_value.reconstruct(cg)
     cg.append("RETURN_VALUE")
     return build_code(original, cg.instructions)
