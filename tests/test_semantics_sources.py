@@ -223,6 +223,15 @@ def test_side_effects_kept_when_graph_raises(inner):
     assert isinstance(diff.eager.exception, IndexError)
 
 
+def test_side_effects_kept_when_inductor_graph_raises():
+    def f(x, l):
+        l.append(1)
+        return (x * 2)[torch.tensor([5])]
+
+    diff = run_differential(f, torch.ones(3), [], backend=_backend("inductor"))
+    assert isinstance(diff.eager.exception, IndexError)
+
+
 def test_rerun_traceback_points_at_user_line():
     compiled = dynacap.optimize(_bad_index, backend="eager")
     for _ in range(2):

@@ -35,6 +35,7 @@ mutation would keep them).
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import operator
 import types
@@ -397,13 +398,11 @@ def _passes_false(node, parameter: str, absent: bool = False) -> bool:
     """
     if parameter in node.kwargs:
         return node.kwargs[parameter] is False
-    if node.op != "call_function":
-        return absent
     try:
-        signature = inspect.signature(node.target)
-    except (TypeError, ValueError):
-        return absent
-    if parameter not in signature.parameters:
+        signature = _signature(node.target) if node.op == "call_function" else None
+    except TypeError:  # an unhashable target
+        signature = None
+    if signature is None or parameter not in signature.parameters:
         return absent
     try:
         bound = signature.bind(*node.args, **node.kwargs)
@@ -411,6 +410,14 @@ def _passes_false(node, parameter: str, absent: bool = False) -> bool:
         return False
     bound.apply_defaults()
     return bound.arguments[parameter] is False
+
+
+@functools.lru_cache(maxsize=1024)
+def _signature(target) -> inspect.Signature | None:
+    try:
+        return inspect.signature(target)
+    except (TypeError, ValueError):
+        return None
 
 
 def _tensor_args(node) -> list:
