@@ -291,6 +291,49 @@ def test_resumed_frame_looks_like_the_original():
     run_differential(resumed_frame, torch.randn(3))
 
 
+# -- an iterator a callee advanced before the break ----------------------------------------------------
+
+
+class _Layer:
+    def __init__(self):
+        print("layer")  # a break inside the comprehension that makes the layers
+
+
+class _LayerList:
+    def __init__(self, layers):
+        self.layers = layers
+
+
+class _Cache(_LayerList):
+    # transformers.DynamicCache.__init__: the comprehension pulled one item of the zip, then broke.
+    def __init__(self, names):
+        layers = [_Layer() for _ in zip(names, names)]
+        super().__init__(layers=layers)
+
+
+def make_cache(x, names):
+    return x + 1, len(_Cache(names).layers)
+
+
+def _take_first(it):
+    first = next(it)
+    print("brk")
+    return first
+
+
+def take_then_rest(x, xs):
+    it = iter(xs)
+    first = _take_first(it)
+    return x + first, list(it)
+
+
+@pytest.mark.parametrize("inner", BACKENDS)
+@pytest.mark.parametrize("fn,args", [(make_cache, (["a", "b", "c"],)), (take_then_rest, ([1, 2, 3],))],
+                         ids=["comprehension", "next"])
+def test_iterator_advanced_by_a_callee_before_the_break(fn, args, inner):
+    run_differential(fn, torch.randn(3), *args, backend=_backend(inner))
+
+
 # -- messages: user names, resumed frames, reasons stated once ---------------------------------------
 
 import logging  # noqa: E402

@@ -131,8 +131,6 @@ def loops_block_resume(frame: FrameAtBreak) -> str | None:
     """
     import dis
 
-    from ..values.containers import IteratorValue
-
     code, offset = frame.tracer.code, frame.instruction.offset
     by_offset = {i.offset: i for i in dis.get_instructions(code)}
     headers = {real_offset(code, i.argval) for i in by_offset.values()
@@ -205,6 +203,28 @@ def reads_frame(frame: FrameAtBreak) -> bool:
     return reads_with is None or (n_positional == reads_with and not frame.checkpoint.kw_names)
 
 
+def _iterators(frame: FrameAtBreak) -> set[int]:
+    """ids of the known-item iterators a frame holds at its checkpoint (stack and locals)."""
+    values = [*frame.checkpoint.stack, *frame.checkpoint.locals.values()]
+    return {id(v) for v in values if isinstance(v, IteratorValue)}
+
+
+def _advanced_by_callees(frames: list[FrameAtBreak]) -> list[bool]:
+    """Per frame: whether a frame it called holds one of its iterators.
+
+    Such a callee (a comprehension given the caller's iterator, ``next(it)`` on an argument) may
+    have advanced it after the caller's checkpoint; the iterator's position is then not the one
+    the caller's resume would need, so that frame is not resumed.
+    """
+    deeper: set[int] = set()
+    result = []
+    for frame in reversed(frames):
+        mine = _iterators(frame)
+        result.append(bool(mine & deeper))
+        deeper |= mine
+    return list(reversed(result))
+
+
 def plan_levels(frames: list[FrameAtBreak]) -> list[tuple[int, bool]]:
     """Where the break may be resumed, best first: ``(level, at)`` pairs.
 
@@ -217,8 +237,11 @@ def plan_levels(frames: list[FrameAtBreak]) -> list[tuple[int, bool]]:
     ``try`` block, an unknown ``with`` block or a ``while`` loop.
     """
     levels = []
+    advanced = _advanced_by_callees(frames)
     for j in range(len(frames) - 1, -1, -1):
         chain = frames[: j + 1]
+        if any(advanced[: j + 1]):
+            continue
         if any(f.tracer.yielded is not None for f in chain):
             continue  # a generator's frame cannot be resumed
         if any(is_skipped_file(f.tracer.code.co_filename) for f in chain):
@@ -242,7 +265,7 @@ def plan_levels(frames: list[FrameAtBreak]) -> list[tuple[int, bool]]:
                 continue
         levels.append((j, False))
     root = frames[0]
-    if root.tracer.yielded is None and not resume.is_entry(root.tracer.code, root.instruction.offset) \
+    if root.tracer.yielded is None and not advanced[0] and not resume.is_entry(root.tracer.code, root.instruction.offset) \
             and not resume.is_resume_at(root.tracer.code):
         levels.append((0, True))
     return levels
