@@ -172,8 +172,14 @@ class ModuleValue(Value):
         m = self.module
         if m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or _global_hooks():
             raise GraphBreak(f"{self.describe()} has forward/backward hooks; it is called eagerly")
+        if isinstance(m, torch.nn.RNNBase) and torch.is_grad_enabled():
+            # AOTAutograd cannot trace the fused RNN kernels' backward (mkldnn_rnn_layer).
+            raise GraphBreak(f"{self.describe()} runs eagerly while gradients are enabled (recurrent layers "
+                             "are captured only under torch.no_grad)")
         if is_builtin_layer(m):
-            inlined = _inline_layer(tx, self, args, kwargs)
+            # A recurrent layer's forward never inlines (its weights are read through weak references,
+            # which backends renew): it is one node.
+            inlined = None if isinstance(m, torch.nn.RNNBase) else _inline_layer(tx, self, args, kwargs)
             if inlined is not None:
                 return inlined
             tx.guard_module_state(self)
