@@ -9,7 +9,9 @@ continues the innermost frame, then each caller in turn (see
 ``resume.chain_code``), so the rest of all of them becomes one frame and
 one graph.  As a last resort the resume function starts *at* the
 unsupported instruction, so that it runs under the frame's own exception
-table (breaks inside ``try`` or unknown ``with`` blocks).  ``plan_levels``
+table (breaks inside ``try`` or unknown ``with`` blocks), and calls that
+read their frame (``locals()``, ``sys._getframe()``) start a resume
+function too, so they see the user's frame.  ``plan_levels``
 decides where the break can be resumed; ``BreakCodegen`` emits the code.
 This module never traces.
 """
@@ -170,8 +172,8 @@ def resumable_at(frame: FrameAtBreak, eager: bool) -> str | None:
 
 #: Callables that read the locals of the frame calling them, with how many positional arguments
 #: they do so (None: always).  ``eval(src, g)`` uses ``g`` for both namespaces: it reads no frame.
-_FRAME_READERS = {builtins.locals: None, builtins.vars: 0, builtins.dir: 0, builtins.eval: 1, builtins.exec: 1,
-                  builtins.super: 0, sys._getframe: None, inspect.currentframe: None}
+_FRAME_READERS = ((builtins.locals, None), (builtins.vars, 0), (builtins.dir, 0), (builtins.eval, 1),
+                  (builtins.exec, 1), (builtins.super, 0), (sys._getframe, None), (inspect.currentframe, None))
 
 
 def reads_frame(frame: FrameAtBreak) -> bool:
@@ -181,26 +183,23 @@ def reads_frame(frame: FrameAtBreak) -> bool:
     never in rewritten code, whose locals and line are not the user's.
     """
     ins = frame.instruction
-    if ins.opname != "CALL":
-        return False
     stack = frame.checkpoint.stack
-    if len(stack) < ins.arg + 2:
+    if ins.opname != "CALL" or len(stack) < ins.arg + 2:
         return False
-    below, callee = stack[-ins.arg - 2], stack[-ins.arg - 1]
-    n_positional = ins.arg - len(frame.checkpoint.kw_names or ())
-    if not isinstance(below, NullValue):  # a method: `below` is the function, `callee` its self
-        below, callee, n_positional = callee, below, n_positional + 1
+    kw_names = frame.checkpoint.kw_names or ()
+    function, self_or_callable = stack[-ins.arg - 2], stack[-ins.arg - 1]
+    if isinstance(function, NullValue):
+        callee, n_positional = self_or_callable, ins.arg - len(kw_names)
+    else:  # a method called with its self
+        callee, n_positional = function, ins.arg - len(kw_names) + 1
     try:
         fn = callee.real_object()
     except GraphBreak:
         return False
-    try:
-        if fn not in _FRAME_READERS:
-            return False
-    except TypeError:  # unhashable
-        return False
-    reads_with = _FRAME_READERS[fn]
-    return reads_with is None or (n_positional == reads_with and not frame.checkpoint.kw_names)
+    for reader, reads_with in _FRAME_READERS:
+        if fn is reader:
+            return reads_with is None or (n_positional == reads_with and not kw_names)
+    return False
 
 
 def _iterators(frame: FrameAtBreak) -> set[int]:
@@ -379,9 +378,9 @@ class BreakCodegen:
         """
         tracer = frame.tracer
         index = tracer.index_of_offset[frame.instruction.offset]
-        while index > 0 and tracer.instructions[index - 1].opname in resume.CALL_SETUP \
-                and frame.checkpoint.kw_names:
-            index -= 1
+        if frame.checkpoint.kw_names:
+            while index > 0 and tracer.instructions[index - 1].opname in resume.CALL_SETUP:
+                index -= 1
         return tracer.instructions[index].offset
 
     @staticmethod

@@ -6,7 +6,11 @@ function's arguments (``___stack0``...), re-enters active grad-mode
 ``with`` blocks at their stack positions, and jumps to ``offset``.  The
 exception table of the copy is kept as it is (with its stack depths), so
 ``with`` cleanups after the jump behave as in the original.  Live locals
-arrive as arguments under their own names.  Results are memoised per
+arrive as the first arguments under their own names, in the original's
+order (zero-argument ``super()`` reads the first local), then the stack
+arguments, which the prefix deletes once pushed: the resumed frame's
+``locals()`` are the original's.  Messages name these frames
+``f (resumed at line N)`` (``errors.frame_name``).  Results are memoised per
 (code, offset, layout, live names): a frame that breaks at the same place
 again reuses the same resume code and so the same hook cache entries.
 
@@ -73,7 +77,7 @@ def _entry_offset(code: types.CodeType) -> int:
 
 
 def is_entry(code: types.CodeType, offset: int) -> bool:
-    """Whether ``offset`` is where a resume function's prefix jumps to (its first real instruction)."""
+    """Whether ``offset`` is the first instruction that can break after the prefix's jump (see ``CALL_SETUP``)."""
     return _ENTRY.get(code) == offset
 
 
