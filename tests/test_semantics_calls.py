@@ -26,3 +26,16 @@ def test_functools_wraps_wrapper_binds_its_own_signature():
 
     diff = run_differential(f, torch.randn(3))
     assert diff.compiles_first == 1
+
+
+def test_augmented_assignment_of_a_tensor_to_a_python_number():
+    # T5's _relative_position_bucket: `buckets = 0; buckets += (pos > 0).to(torch.long) * n`.
+    def f(x):
+        buckets = 0
+        buckets += (x > 0).to(torch.long) * 4
+        total = 1.5
+        total *= x
+        return buckets, total
+
+    diff = run_differential(f, torch.randn(5))
+    assert diff.compiles_first == 1

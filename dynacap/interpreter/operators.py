@@ -30,6 +30,9 @@ COMPARE = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operato
 def binary_op(tx, symbol: str, a: Value, b: Value) -> Value:
     fn = BINARY[symbol]
     if isinstance(a, TensorValue) or isinstance(b, TensorValue):
+        if not isinstance(a, TensorValue):
+            # `n += t` with a Python number n: Python falls back to `n + t` (and FX cannot print `0 += t`).
+            fn = BINARY[symbol.rstrip("=")]
         return tx.graph.call("call_function", fn, [a, b], {}, f"`{symbol}`")
     if a.is_constant() and b.is_constant() and not isinstance(a, ListValue) and not isinstance(b, ListValue):
         try:
