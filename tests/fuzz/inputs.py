@@ -1,0 +1,58 @@
+"""Arguments of the fuzz programs' entry point, call by call, from a seed.
+
+A program is called ``CALLS`` times per engine; each call gets fresh
+arguments that change what guards see:
+
+* call 0: float32 tensors of shape (3, 4), ``xs`` of 2 tensors;
+* call 1: the dtype changes (float64), same shapes;
+* call 2: the shape changes and ``x``/``y``/``xs`` are non-contiguous
+  (transposed (5, 4) tensors), ``xs`` has 3 tensors.
+
+``k`` (a Python number) follows one of ``K_PATTERNS`` (ints, floats, a
+``0.0``/``-0.0`` pair, a bool).  ``make_args(seed, call)`` is deterministic
+so that the eager and the captured run see equal inputs.  Nothing here runs
+a program.
+"""
+from __future__ import annotations
+
+import io
+import random
+
+import torch
+
+CALLS = 3
+K_PATTERNS = ([2, 3, 2], [1.5, 0.5, -1.0], [0.0, -0.0, 0.0], [1, 1.0, True], [0.5, 0.5, 0.5])
+
+
+class Obj:
+    """The object argument: attributes the programs read and write."""
+
+    def __init__(self, w, count, log):
+        self.w = w
+        self.count = count
+        self.log = log
+
+    def __repr__(self):
+        return f"Obj({vars(self)!r})"
+
+
+def _tensor(gen: torch.Generator, call: int) -> torch.Tensor:
+    if call == 0:
+        return torch.randn(3, 4, generator=gen)
+    if call == 1:
+        return torch.randn(3, 4, generator=gen, dtype=torch.float64)
+    return torch.randn(5, 4, generator=gen).t()  # (4, 5), non-contiguous
+
+
+def make_args(seed: int, call: int) -> dict:
+    """The keyword arguments of call number ``call`` of the program of ``seed``."""
+    gen = torch.Generator().manual_seed(seed * 7919 + call)
+    k = random.Random(seed).choice(K_PATTERNS)[call]
+    t = lambda: _tensor(gen, call)  # noqa: E731
+    return {
+        "x": t(), "y": t(), "xs": [t() for _ in range(2 if call < 2 else 3)],
+        "d": {"a": t(), "n": call + 1},
+        "obj": Obj(t(), call, [call]),
+        "buf": io.StringIO(),
+        "k": k,
+    }
