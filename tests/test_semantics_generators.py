@@ -4,6 +4,8 @@ Each program runs eagerly and twice under dynacap (backends ``eager`` and
 ``aot_eager``); results, arguments after the call, printed text, exceptions
 and the global ``LOG`` the generators append to must match eager's.
 """
+import types
+
 import pytest
 import torch
 
@@ -85,6 +87,21 @@ def loop_logs_between_items(x):
         LOG.append("consumer")
         total = total + v
     return total
+
+
+def genexpr_reads_cell_the_loop_changes(x):
+    k = 1
+    out = []
+    for v in (x * k for _ in range(3)):
+        out.append(v)
+        k += 1
+    return out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_genexpr_sees_closure_cell_changed_by_the_loop(backend):
+    counting = check(genexpr_reads_cell_the_loop_changes, t(3), backend=backend)
+    assert counting.compiles == 1
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -234,6 +251,28 @@ def yield_from_stops_early(x):
     return out
 
 
+def tree(n):
+    if n > 0:
+        yield from tree(n - 1)
+        LOG.append(n)
+        yield n
+
+
+def recursive_yield_from(x):
+    return [x * v for v in tree(3)]
+
+
+def while_next_with_default(x):
+    g = logging_gen(4)
+    total = x
+    while True:
+        v = next(g, None)
+        if v is None:
+            break
+        total = total + v
+    return total
+
+
 def consumed_in_helper(x):
     def take_two(it):
         return next(it) + next(it)
@@ -258,7 +297,7 @@ def returns_generator_value(x):
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("fn", [sum_of_generator, cat_of_list_of_generator, stack_of_tuple_of_genexpr,
                                 unpack_generator, min_max_sorted, yield_from_inner, yield_from_stops_early,
-                                consumed_in_helper])
+                                recursive_yield_from, while_next_with_default, consumed_in_helper])
 def test_consumer_that_takes_everything(fn, backend):
     counting = check(fn, t(3), backend=backend)
     assert counting.compiles == 1
@@ -361,6 +400,26 @@ def break_in_consumer_while_generator_suspended(x):
     return a + b
 
 
+def cat_of_generator_raises(x):
+    return torch.cat(x * i for i in logging_gen(3))
+
+
+def next_after_exhausted(x):
+    g = logging_gen(1)
+    next(g)
+    return x * next(g)
+
+
+def yield_inside_with_block(x):
+    def gen():
+        with torch.no_grad():
+            LOG.append("inside")
+            yield x * 2
+        LOG.append("after")
+
+    return next(gen())
+
+
 def break_in_loop_body_over_generator(x):
     total = x
     for v in logging_tensor_gen(x, 3):
@@ -374,7 +433,8 @@ def break_in_loop_body_over_generator(x):
                                 closes_generator_with_finally, drains_generator_with_finally,
                                 abandons_generator_with_finally, zip_over_printing_generator,
                                 breaks_inside_partially_consumed_generator,
-                                break_in_consumer_while_generator_suspended, break_in_loop_body_over_generator])
+                                break_in_consumer_while_generator_suspended, break_in_loop_body_over_generator,
+                                cat_of_generator_raises, next_after_exhausted, yield_inside_with_block])
 def test_generator_with_breaks_raises_or_cleanup_matches_eager(fn, backend):
     check(fn, t(3), backend=backend)
 
@@ -414,6 +474,24 @@ def loop_over_argument_with_break(g, x):
 def test_generator_argument_is_not_advanced_at_capture_time(fn):
     x = t(3)
     check(fn, make_args=lambda: ((logging_gen(5), x.clone()), {}), compare_inputs=False)
+
+
+STORED = None
+
+
+def stores_generator_in_global(x):
+    global STORED
+    STORED = logging_gen(3)
+    return x + 1
+
+
+def test_generator_stored_in_a_global_has_not_run():
+    global STORED
+    check(stores_generator_in_global, t(3))
+    assert type(STORED) is types.GeneratorType
+    assert list(STORED) == [0, 1, 2] and LOG == [0, 1, 2]
+    STORED = None
+    LOG.clear()
 
 
 def test_returned_generator_runs_when_the_caller_asks():

@@ -110,8 +110,8 @@ def _return_value(tx, ins):
     value = tx.stack[-1]
     if tx.is_root and (_reaches_pull_iterator(value, set()) or
                        any(_reaches_pull_iterator(e.value, set()) for e in tx.ctx.side_effects)):
-        raise GraphBreak("a generator (or zip/map over one) made in the captured code outlives it; "
-                         "the code that makes it runs eagerly")
+        raise GraphBreak("returning or storing a generator made in the captured code (or a zip/map over "
+                         "one) is not captured; the function runs eagerly")
     tx.return_value = tx.pop()
 
 
@@ -160,7 +160,8 @@ def _yield_value(tx, ins):
     if _protected(tx.code, ins.offset):
         # Suspended there, the generator would run its handler when closed (a `finally`, a
         # `with` block's __exit__) at a moment the capture cannot replay.
-        raise GraphBreak("`yield` inside a try or with block; the generator runs eagerly")
+        raise GraphBreak("`yield` inside a try or with block is not captured (closing the generator there "
+                         "would run its handler)")
     tx.yielded.append(tx.pop())
     tx.push(ConstantValue(None))  # next() sends None
 
