@@ -195,9 +195,11 @@ def reads_frame(frame: FrameAtBreak) -> bool:
     try:
         fn = callee.real_object()
     except GraphBreak:
-        return False
+        # A function guarded by its code rather than its identity (one passed on a resume's stack).
+        fn = getattr(callee, "fn", None)
+    code = getattr(fn, "__code__", None)
     for reader, reads_with in _FRAME_READERS:
-        if fn is reader:
+        if fn is reader or (code is not None and code is getattr(reader, "__code__", None)):
             return reads_with is None or (n_positional == reads_with and not kw_names)
     return False
 
