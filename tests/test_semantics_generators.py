@@ -404,6 +404,10 @@ def cat_of_generator_raises(x):
     return torch.cat(x * i for i in logging_gen(3))
 
 
+def min_of_empty_generator(x):
+    return x * min(v for v in logging_gen(0))
+
+
 def next_after_exhausted(x):
     g = logging_gen(1)
     next(g)
@@ -434,7 +438,8 @@ def break_in_loop_body_over_generator(x):
                                 abandons_generator_with_finally, zip_over_printing_generator,
                                 breaks_inside_partially_consumed_generator,
                                 break_in_consumer_while_generator_suspended, break_in_loop_body_over_generator,
-                                cat_of_generator_raises, next_after_exhausted, yield_inside_with_block])
+                                cat_of_generator_raises, min_of_empty_generator, next_after_exhausted,
+                                yield_inside_with_block])
 def test_generator_with_breaks_raises_or_cleanup_matches_eager(fn, backend):
     check(fn, t(3), backend=backend)
 

@@ -4,8 +4,8 @@ Each supported builtin has a handler here; a builtin with only constant
 arguments is simply called.  Builtins that consume an iterable pull a
 generator's items one at a time and stop where eager stops (``any``,
 ``zip``, ``next``...); over generators, ``zip``/``enumerate``/``map``/
-``filter`` are themselves lazy (``values.iterators``).  ``print``, ``input``, ``open`` and other
-builtins with effects are graph breaks.
+``filter`` are themselves lazy (``values.iterators``).  ``print``,
+``input``, ``open`` and other builtins with effects are graph breaks.
 """
 from __future__ import annotations
 
@@ -239,7 +239,7 @@ def _minmax(fn):
             values = _constant_items(tx, args[0])
         else:
             values = [v.as_constant() for v in args] if all(v.is_constant() for v in args) else None
-        return None if values is None else ConstantValue(fn(values))
+        return None if values is None else ConstantValue(_at_capture(fn, values))
 
     return handler
 
@@ -249,7 +249,17 @@ def _sorted(tx, args, kwargs):
         return None
     reverse = kwargs["reverse"].as_constant() if "reverse" in kwargs else False
     values = _constant_items(tx, args[0])
-    return None if values is None else ListValue([ConstantValue(v) for v in sorted(values, reverse=reverse)])
+    if values is None:
+        return None
+    return ListValue([ConstantValue(v) for v in _at_capture(sorted, values, reverse=reverse)])
+
+
+def _at_capture(fn, *args, **kwargs):
+    """``fn`` on constants now; what it raises is raised at run time (a break)."""
+    try:
+        return fn(*args, **kwargs)
+    except Exception as e:
+        raise GraphBreak(f"`{fn.__name__}()` raised {type(e).__name__}: {e}") from e
 
 
 def _sum(tx, args, kwargs):
