@@ -269,3 +269,202 @@ def test_reset_is_not_fooled_by_an_equal_copy_of_a_code():
     assert len(_C.cache_entries(code)) == 1
     dynacap.reset()
     assert _C.cache_entries(code) == [] and not _C.is_skip(copy)
+
+
+# -- item 12: an interrupt during capture leaves no mode behind and no broken frame ----------
+
+_INTERRUPT_SCENARIO = """
+    import io, json, torch, dynacap
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from dynacap import _C
+    from dynacap.graph.builder import GraphBuilder
+    from dynacap.interpreter import Tracer
+
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(8, 8)
+    buf = io.StringIO()
+
+    def helper(y):
+        with torch.no_grad():
+            z = torch.relu(y) * 2
+        return z + 1
+
+    def program(x):
+        y = layer(x).sin()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            w = torch.mm(y, y.t())
+        print("between", file=buf)      # a graph break: a resume function is captured too
+        return helper(y).cos() + w.float().sum()
+
+    def state():
+        from torch.utils import _python_dispatch as pd
+        return {{
+            "fake": torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE) is not None,
+            "dispatch_stack": torch._C._len_torch_dispatch_stack(),
+            "function_stack": torch._C._len_torch_function_stack(),
+            "grad": torch.is_grad_enabled(),
+            "autocast": torch.is_autocast_enabled("cpu"),
+            "in_dispatch_mode": pd._is_in_torch_dispatch_mode,
+            "eager_is_real": type(torch.ones(2) + 1) is torch.Tensor,
+        }}
+
+    # (owner, attribute, raise before the call or after it)
+    POINTS = [
+        (Tracer, "step", "before"),                   # every instruction interpreted
+        (GraphBuilder, "call", "before"),             # every graph operation
+        (FakeTensorMode, "__enter__", "after"),       # fake mode just entered
+        (FakeTensorMode, "__exit__", "before"),       # fake mode about to be left
+        (torch.autocast, "__enter__", "after"),       # autocast just switched on while tracing
+        (torch.autocast, "__exit__", "before"),
+    ]
+    calls = {{"n": 0, "fire": None}}
+
+    def injected(original, when):
+        def wrapper(*args, **kwargs):
+            calls["n"] += 1
+            if when == "before" and calls["n"] == calls["fire"]:
+                raise KeyboardInterrupt
+            result = original(*args, **kwargs)
+            if when == "after" and calls["n"] == calls["fire"]:
+                raise KeyboardInterrupt
+            return result
+        return wrapper
+
+    x = torch.randn(4, 8)
+    expected = program(x)
+    clean = state()
+    wrapped = dynacap.optimize(program, backend="{backend}")
+    wrapped(x)  # warm-up
+    failures, runs, interrupts = [], 0, 0
+    for owner, name, when in POINTS:
+        original = owner.__dict__[name]
+        setattr(owner, name, injected(original, when))
+        try:
+            dynacap.reset()
+            calls["n"], calls["fire"] = 0, None
+            wrapped(x)                        # count the calls of one whole capture
+            total = calls["n"]
+            points = sorted({{max(1, round(total * k / {samples})) for k in range(1, {samples} + 1)}})
+            for n in points:
+                dynacap.reset()
+                calls["n"], calls["fire"] = 0, n
+                interrupted = False
+                try:
+                    wrapped(x)
+                except KeyboardInterrupt:
+                    interrupted = True
+                runs += 1
+                interrupts += interrupted
+                calls["fire"] = None
+                label = f"{{owner.__name__}}.{{name}} call {{n}}/{{total}}"
+                if state() != clean:
+                    failures.append(f"{{label}}: state left {{state()}}")
+                    break
+                if _C.is_skip(program.__code__):
+                    failures.append(f"{{label}}: the frame was marked skip")
+                before = _C.cache_stats()["callback_calls"]
+                again = wrapped(x)
+                if not torch.allclose(again, expected, atol=1e-2, rtol=1e-2):
+                    failures.append(f"{{label}}: the next call gave a wrong result")
+                if interrupted and _C.cache_stats()["callback_calls"] == before:
+                    failures.append(f"{{label}}: the next call captured nothing")
+                if len(_C.cache_entries(program.__code__)) != 1:
+                    failures.append(f"{{label}}: {{len(_C.cache_entries(program.__code__))}} entries")
+                if state() != clean:
+                    failures.append(f"{{label}}: state after the next call {{state()}}")
+        finally:
+            setattr(owner, name, original)
+    print(json.dumps({{"runs": runs, "interrupts": interrupts, "failures": failures[:20]}}))
+"""
+
+
+@pytest.mark.parametrize("backend,samples", [("eager", 8), ("aot_eager", 3)])
+def test_keyboard_interrupt_at_any_point_of_a_capture(backend, samples):
+    report = run_script(_INTERRUPT_SCENARIO.format(backend=backend, samples=samples), timeout=400)
+    assert report["failures"] == []
+    assert report["interrupts"] >= report["runs"] * 3 // 4, report
+
+
+def index_in_no_grad(x, idx):
+    with torch.no_grad():
+        y = x[idx] * 2
+    return y + 1
+
+
+def index_in_autocast(x, idx):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = torch.mm(x, x.t())[idx]
+    return y.float() + 1
+
+
+@pytest.mark.parametrize("fn", [index_in_no_grad, index_in_autocast])
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_graph_that_raises_inside_a_mode_block_leaves_the_block(fn, backend):
+    x, bad = torch.randn(3, 3), torch.tensor([5])  # out of range: raises when the graph runs
+    wrapped = dynacap.optimize(fn, backend=backend)
+    torch.testing.assert_close(wrapped(x, torch.tensor([1])), fn(x, torch.tensor([1])))
+    with pytest.raises(IndexError) as eager_error:
+        fn(x, bad)
+    with pytest.raises(IndexError) as captured_error:
+        wrapped(x, bad)
+    assert str(captured_error.value) == str(eager_error.value)
+    assert torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu")
+    torch.testing.assert_close(wrapped(x, torch.tensor([2])), fn(x, torch.tensor([2])))
+
+
+_SIGINT_LOOP = """
+    import io, json, os, random, signal, threading, time, torch, dynacap
+
+    layer = torch.nn.Linear(8, 8)
+    buf = io.StringIO()
+
+    def helper(y):
+        with torch.no_grad():
+            z = torch.relu(y) * 2
+        return z + 1
+
+    def program(x):
+        y = layer(x).sin()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            w = torch.mm(y, y.t())
+        print("between", file=buf)
+        return helper(y).cos() + w.float().sum()
+
+    def state():
+        return (torch._C._len_torch_dispatch_stack(), torch._C._len_torch_function_stack(),
+                torch.is_grad_enabled(), torch.is_autocast_enabled("cpu"), type(torch.ones(1) + 1) is torch.Tensor)
+
+    x = torch.randn(4, 8)
+    expected, clean = program(x), state()
+    dynacap.optimize(program, backend="eager")(x)
+    dynacap.reset()
+    start = time.perf_counter()
+    dynacap.optimize(program, backend="eager")(x)
+    span = time.perf_counter() - start
+    rng = random.Random(0)
+    bad = interrupted = 0
+    for _ in range({iterations}):
+        dynacap.reset()
+        timer = threading.Timer(rng.uniform(0, span), os.kill, (os.getpid(), signal.SIGINT))
+        try:
+            timer.start()
+            try:
+                dynacap.optimize(program, backend="eager")(x)
+                timer.join()
+                time.sleep(0.002)
+            finally:
+                timer.cancel()
+        except KeyboardInterrupt:
+            interrupted += 1
+        if state() != clean or not torch.allclose(dynacap.optimize(program, backend="eager")(x), expected,
+                                                  atol=1e-2, rtol=1e-2):
+            bad += 1
+            break
+    print(json.dumps({{"interrupted": interrupted, "bad": bad}}))
+"""
+
+
+@pytest.mark.slow
+def test_real_sigint_at_random_moments():
+    report = run_script(_SIGINT_LOOP.format(iterations=200), timeout=600)
+    assert report["bad"] == 0 and report["interrupted"] > 100, report

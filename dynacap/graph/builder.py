@@ -3,6 +3,9 @@
 Every torch operation the interpreter captures goes through ``call``: the
 node is added to the graph and the operation is run on fake tensors
 (``FakeTensorMode``) to learn the result's metadata, never on real data.
+The fake mode is entered once per trace (``propagating``), not per op:
+fewer transitions, and fewer moments where an interrupt could leave it
+half entered; ``call`` enters it itself only when used outside that block.
 Graph inputs are tensors reached from the frame (by ``Source``);
 parameters and buffers of modules become ``get_attr`` nodes and built-in
 ``torch.nn`` layers ``call_module`` nodes, both owned by the graph's root
@@ -23,6 +26,8 @@ from torch._subclasses.fake_tensor import (
 
 from ..errors import GraphBreak
 from ..source import Source
+
+_FAKE_KEY = torch._C._TorchDispatchModeKey.FAKE
 
 
 @dataclass
@@ -48,6 +53,13 @@ class GraphBuilder:
         #: id(fake tensor) -> its value: an op that returns one of its inputs (in-place ops,
         #: ``dropout(training=False)``) gives back *that* value, so identity is kept at run time.
         self._value_of_fake: dict[int, object] = {}
+        #: Called before each operation (capture delivers a deferred Ctrl-C there: a point where
+        #: no torch code is running and the graph is consistent); None: nothing to do.
+        self.before_op = None
+
+    def propagating(self):
+        """Context manager: the fake mode, active for a whole trace."""
+        return self.fake_mode
 
     # -- inputs -----------------------------------------------------------------
     def input_tensor(self, source: Source, tensor: torch.Tensor):
@@ -122,6 +134,8 @@ class GraphBuilder:
         ``args``/``kwargs`` are ``Value``s (nested containers allowed); ``what``
         names the operation for error messages.
         """
+        if self.before_op is not None:
+            self.before_op()
         node_args, fake_args = _lower(args, what)
         node_kwargs, fake_kwargs = _lower(kwargs, what)
         if kind == "call_module":
@@ -130,13 +144,17 @@ class GraphBuilder:
         node = self.graph.create_node(kind, target, tuple(node_args), dict(node_kwargs))
         self.created.append(node)
         try:
-            with self.fake_mode:
-                if kind == "call_function":
-                    fake = target(*fake_args, **fake_kwargs)
-                elif kind == "call_method":
-                    fake = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
-                else:
-                    fake = module(*fake_args, **fake_kwargs)
+            if kind == "call_function":
+                call = target
+            elif kind == "call_method":
+                call, fake_args = getattr(fake_args[0], target), fake_args[1:]
+            else:
+                call = module
+            if torch._C._get_dispatch_mode(_FAKE_KEY) is self.fake_mode:
+                fake = call(*fake_args, **fake_kwargs)
+            else:  # outside a trace's ``propagating`` block
+                with self.fake_mode:
+                    fake = call(*fake_args, **fake_kwargs)
         except (DataDependentOutputException, DynamicOutputShapeException) as e:
             self.graph.erase_node(node)
             raise GraphBreak(
