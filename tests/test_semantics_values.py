@@ -58,6 +58,13 @@ def _del_in_loop(x):
     return y
 
 
+def _del_then_break(x):
+    y = x + 1
+    del x
+    print("break")
+    return x + y
+
+
 def _del_local_in_loop(x):
     out = []
     for i in range(3):
@@ -68,11 +75,11 @@ def _del_local_in_loop(x):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fn", [_del_arg, _del_in_callee, _del_in_loop, _del_then_reassign, _del_local_in_loop],
-                         ids=lambda f: f.__name__)
+@pytest.mark.parametrize("fn", [_del_arg, _del_in_callee, _del_in_loop, _del_then_break, _del_then_reassign,
+                                _del_local_in_loop], ids=lambda f: f.__name__)
 def test_del_makes_later_reads_unbound(fn, backend):
     diff = run_differential(fn, torch.ones(3), backend=CountingBackend(backend))
-    if fn in (_del_arg, _del_in_callee, _del_in_loop):
+    if fn in (_del_arg, _del_in_callee, _del_in_loop, _del_then_break):
         assert isinstance(diff.eager.exception, UnboundLocalError)
 
 

@@ -6,7 +6,9 @@ passes through ``wrap`` exactly once per trace, which installs the guards
 that make reusing the capture sound: tensor metadata, constant values,
 container lengths, and the identity of modules, functions and other
 objects.  Objects created during tracing are wrapped without a source and
-need no guard.
+need no guard; the arguments of resume and chain functions, which may be
+objects made anew by each call before them (a lambda, an ``nn.ReLU()``),
+are guarded by what they are made of instead of identity.
 """
 from __future__ import annotations
 
