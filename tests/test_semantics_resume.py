@@ -42,6 +42,14 @@ def print_kw_in_try(x):
     return y + 1, buf.getvalue()
 
 
+def print_kw_in_unknown_with(x):
+    buf = io.StringIO()
+    y = x - 1
+    with contextlib.nullcontext():
+        print(1, 2, sep="+", end="|", file=buf)
+    return y, buf.getvalue()
+
+
 def method_kw_in_try(x):
     out = []
     y = x.sin()
@@ -54,7 +62,7 @@ def method_kw_in_try(x):
 
 
 @pytest.mark.parametrize("inner", BACKENDS)
-@pytest.mark.parametrize("fn", [print_kw_in_while, print_kw_in_try, method_kw_in_try])
+@pytest.mark.parametrize("fn", [print_kw_in_while, print_kw_in_try, print_kw_in_unknown_with, method_kw_in_try])
 def test_keyword_arguments_of_a_call_resumed_at(fn, inner):
     diff = run_differential(fn, torch.randn(3), backend=_backend(inner))
     assert diff.compiles_first >= 1
