@@ -39,3 +39,12 @@ def test_augmented_assignment_of_a_tensor_to_a_python_number():
 
     diff = run_differential(f, torch.randn(5))
     assert diff.compiles_first == 1
+
+
+def test_identity_of_a_dict_reached_two_ways():
+    def f(x, d, inner):
+        return d["o"][0] is d["i"], d["i"] is inner, x + 1
+
+    inner = {"v": 1}
+    run_differential(f, torch.randn(2), None, None,
+                     fresh_inputs=lambda: ((torch.ones(2), {"o": [inner], "i": inner}, inner), {}))

@@ -144,8 +144,6 @@ def test_missing_key_pop_still_raises():
     run_differential(g, {})
 
 
-@pytest.mark.xfail(strict=True, reason="values/functions.py: list.pop on an empty list is an internal error "
-                   "while capturing (requests-sidefx.md)")
 def test_empty_pop_still_raises():
     def f(xs):
         return xs.pop()

@@ -11,7 +11,8 @@ import operator
 from ..errors import GraphBreak
 from ..values.base import Value
 from ..values.constant import ConstantValue
-from ..values.containers import ListValue, SequenceValue, SizeValue, TupleValue
+from ..values.containers import DictValue, IteratorValue, ListValue, SequenceValue, SizeValue, TupleValue
+from ..values.iterators import PullIterator, contains
 from ..values.tensor import TensorValue
 from .tracer import handles
 
@@ -71,11 +72,14 @@ def compare_op(tx, symbol: str, a: Value, b: Value) -> Value:
 
 def identical(a: Value, b: Value) -> bool | None:
     """``a is b`` when it can be decided at capture time, else None."""
+    if a is b:
+        return True
     if isinstance(a, TensorValue) and isinstance(b, TensorValue):
         return a.node is b.node
     if isinstance(a, TensorValue) or isinstance(b, TensorValue):
         return False
-    if a.is_constant() and b.is_constant() and not isinstance(a, SequenceValue) and not isinstance(b, SequenceValue):
+    if a.is_constant() and b.is_constant() and not isinstance(a, (SequenceValue, DictValue)) \
+            and not isinstance(b, (SequenceValue, DictValue)):
         return a.as_constant() is b.as_constant()
     try:
         return a.real_object() is b.real_object()
@@ -119,8 +123,6 @@ def _contains(tx, ins):
     if isinstance(container, SizeValue) or container.is_constant() and item.is_constant():
         result = item.as_constant() in container.as_constant()
     else:
-        from ..values.containers import DictValue
-
         if isinstance(container, DictValue) and item.is_constant():
             result = item.as_constant() in container.items
         elif isinstance(container, SequenceValue):
@@ -129,6 +131,8 @@ def _contains(tx, ins):
             if any(m is None for m in matches):
                 raise GraphBreak(f"`in` over {container.describe()} cannot be decided while capturing")
             result = any(matches)
+        elif isinstance(container, (IteratorValue, PullIterator)):
+            result = contains(tx, item, container)
         else:
             raise GraphBreak(f"`in` over {container.describe()} is not supported")
     tx.push(ConstantValue(result != bool(ins.arg)))

@@ -192,8 +192,11 @@ class ContainerMethodValue(MethodOfValue):
                 c.items.insert(args[0].as_constant(), args[1])
                 return ConstantValue(None)
             if name == "pop":
+                index = args[0].as_constant() if args else -1
+                if not -len(c.items) <= index < len(c.items):
+                    raise GraphBreak("list.pop from an empty list or out of range (IndexError at run time)")
                 c.mutate(tx, "list.pop")
-                return c.items.pop(*(a.as_constant() for a in args))
+                return c.items.pop(index)
             if name == "reverse":
                 c.mutate(tx, "list.reverse")
                 c.items.reverse()

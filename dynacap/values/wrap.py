@@ -194,7 +194,7 @@ def _object_value(tx, obj, source) -> Value:
         return BuiltinValue(obj, source)
     if isinstance(obj, type) and obj.__module__ == "builtins" and obj.__name__ in (
             "int", "float", "bool", "str", "tuple", "list", "dict", "range", "slice", "type", "enumerate",
-            "zip", "reversed", "set", "frozenset", "object", "super"):
+            "zip", "reversed", "set", "frozenset", "object", "super", "map", "filter"):
         return BuiltinValue(obj, source)
     if isinstance(obj, type):
         return ConstantValue(obj, source)
