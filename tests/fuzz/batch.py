@@ -81,12 +81,12 @@ def child_main(fd: int) -> None:
             source, features = item.source, []
         calls = item.calls if item.calls is not None else list(range(CALLS))
         emit(event="start", seed=item.seed, engine="eager")
-        eager = run_program(source, item.seed, Engine(), calls)
+        eager = run_program(source, item.seed, Engine(), calls, job["exclude"])
         for spec in item.engines:
             emit(event="start", seed=item.seed, engine=spec)
             engine = engines.get(spec) or engines.setdefault(spec, make_engine(spec))
             start = time.perf_counter()
-            verdict = classify(eager, run_program(source, item.seed, engine, calls))
+            verdict = classify(eager, run_program(source, item.seed, engine, calls, job["exclude"]))
             emit(event="done", seed=item.seed, engine=spec, cls=verdict.cls, call=verdict.call,
                  detail=verdict.detail, features=features, seconds=time.perf_counter() - start)
     emit(event="end")

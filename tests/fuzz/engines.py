@@ -64,7 +64,13 @@ class DynamoEngine(Engine):
 
 
 def make_engine(spec: str) -> Engine:
-    """``"dynacap"``, ``"dynacap:aot_eager"``, ``"dynamo"``, ``"dynamo:aot_eager"`` or ``"eager"``."""
+    """``"dynacap"``, ``"dynacap:aot_eager"``, ``"dynamo"``, ``"dynamo:aot_eager"``, ``"eager"``, or
+    ``"py:module:Class"`` (an ``Engine`` subclass importable in a child, for tests of the fuzzer)."""
+    if spec.startswith("py:"):
+        import importlib
+
+        _, module, attr = spec.split(":")
+        return getattr(importlib.import_module(module), attr)()
     name, _, backend = spec.partition(":")
     if name == "eager":
         return Engine()

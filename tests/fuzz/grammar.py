@@ -44,6 +44,7 @@ STATEMENTS: dict[str, tuple[float, object]] = {}
 EXPRESSION_FEATURES = {
     "item": "a tensor's .item() read into a Python number (graph break)",
     "tensor_branch": "an if/while condition on a tensor value (graph break)",
+    "bool_k": "the argument k is True in some call (not a production: see inputs.make_args)",
 }
 
 
@@ -79,7 +80,11 @@ class Scope:
         self.own: set[str] = set() if new_function or parent is None else set(parent.own)
         self.block: set[str] = set()  # defined in this very block (safe to del)
         self.in_loop = False if new_function or parent is None else parent.in_loop
-        self.frozen: set[str] = set(parent.frozen) if parent and not new_function else set()
+        # Lists not to mutate: those being iterated over, and in a nested function every list of the
+        # enclosing one (it may be called from inside a loop over that list).
+        self.frozen: set[str] = set(parent.frozen) if parent else set()
+        if parent is not None and new_function:
+            self.frozen |= {n for n, kind in parent.names.items() if kind == "list"}
         self.function = parent.function if parent and not new_function else None
 
     def child(self) -> "Scope":

@@ -9,7 +9,8 @@ arguments that change what guards see:
   (transposed (5, 4) tensors), ``xs`` has 3 tensors.
 
 ``k`` (a Python number) follows one of ``K_PATTERNS`` (ints, floats, a
-``0.0``/``-0.0`` pair, a bool).  ``make_args(seed, call)`` is deterministic
+``0.0``/``-0.0`` pair, a bool: ``x - True`` raises; ``bool_k=False`` replaces
+the bool by 2, which the grammar's exclusion ``"bool_k"`` asks for).  ``make_args(seed, call)`` is deterministic
 so that the eager and the captured run see equal inputs.  Nothing here runs
 a program.
 """
@@ -44,10 +45,12 @@ def _tensor(gen: torch.Generator, call: int) -> torch.Tensor:
     return torch.randn(5, 4, generator=gen).t()  # (4, 5), non-contiguous
 
 
-def make_args(seed: int, call: int) -> dict:
+def make_args(seed: int, call: int, *, bool_k: bool = True) -> dict:
     """The keyword arguments of call number ``call`` of the program of ``seed``."""
     gen = torch.Generator().manual_seed(seed * 7919 + call)
     k = random.Random(seed).choice(K_PATTERNS)[call]
+    if k is True and not bool_k:
+        k = 2
     t = lambda: _tensor(gen, call)  # noqa: E731
     return {
         "x": t(), "y": t(), "xs": [t() for _ in range(2 if call < 2 else 3)],

@@ -98,8 +98,11 @@ def _origin(exc: BaseException, program_file: str, internal_dirs) -> tuple[bool,
     return engine, where
 
 
-def run_program(source: str, seed: int, engine, calls=range(CALLS)) -> Run:
-    """Run the program under ``engine`` (see ``engines``) and observe each call in ``calls``."""
+def run_program(source: str, seed: int, engine, calls=range(CALLS), exclude=()) -> Run:
+    """Run the program under ``engine`` (see ``engines``) and observe each call in ``calls``.
+
+    ``exclude``: the grammar exclusions the program was written with (``"bool_k"`` changes the inputs).
+    """
     filename = program_filename(seed)
     run = Run(engine.name)
     engine.reset()
@@ -109,7 +112,8 @@ def run_program(source: str, seed: int, engine, calls=range(CALLS)) -> Run:
             module = load_module(source, filename)
             fn = engine.wrap(module[ENTRY])
             for call in calls:
-                run.calls.append(_call(fn, make_args(seed, call), module, filename, engine))
+                args = make_args(seed, call, bool_k="bool_k" not in exclude)
+                run.calls.append(_call(fn, args, module, filename, engine))
         marker = engine.internal_warning
         run.internal_warnings = [str(w.message) for w in caught if marker and marker in str(w.message)]
     finally:

@@ -1,0 +1,135 @@
+"""The long differential fuzz run: dynacap (and torch's Dynamo) against eager on generated programs.
+
+    python benchmarks/fuzz.py --n 5000 --compare-dynamo [--seed S] [--jobs 2]
+    python benchmarks/fuzz.py --minimize SEED [--engine dynacap] [--seed-size 5]
+    python benchmarks/fuzz.py --show SEED
+
+The run prints, per failure class, how many of the programs each engine got
+wrong, side by side, the first failing seeds per class, and programs per
+second.  Seeds ``S .. S+n-1`` are the programs (``tests/fuzz/grammar.py``),
+each run eagerly and under every engine in child processes
+(``tests/fuzz/batch.py``), three calls each with changed inputs.  Both
+engines use ``backend="eager"`` unless ``--backend`` says otherwise.
+``--minimize SEED`` reruns one program, shrinks it while the same failure
+class reproduces and prints the small program with the eager and captured
+outcomes.  Exit status 1 when dynacap got any program wrong.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.join(_ROOT, "tests"), _ROOT]
+
+from fuzz.batch import Item, run_batch  # noqa: E402
+from fuzz.classify import CLASSES, FAILURES  # noqa: E402
+from fuzz.grammar import generate, production_names  # noqa: E402
+
+
+def _table(results, engines, n: int) -> str:
+    counts = {e: {c: 0 for c in CLASSES + ("invalid",)} for e in engines}
+    for r in results:
+        counts[r.engine][r.cls] += 1
+    width = max(12, *(len(e) for e in engines))
+    lines = [f"{'class':<18}" + "".join(f"{e:>{width}}" for e in engines)]
+    for cls in CLASSES + ("invalid",):
+        if cls == "invalid" and not any(counts[e]["invalid"] for e in engines):
+            continue
+        lines.append(f"{cls:<18}" + "".join(f"{counts[e][cls]:>{width}}" for e in engines))
+    lines.append(f"{'programs':<18}" + "".join(f"{n:>{width}}" for _ in engines))
+    return "\n".join(lines)
+
+
+def _first_failures(results, engines, limit: int = 8) -> str:
+    lines = []
+    for engine in engines:
+        for cls in FAILURES + ("invalid",):
+            seeds = [r for r in results if r.engine == engine and r.cls == cls]
+            if seeds:
+                lines.append(f"{engine} {cls}: seeds " + ", ".join(str(r.seed) for r in seeds[:limit])
+                             + (" ..." if len(seeds) > limit else ""))
+                lines.append(f"    e.g. seed {seeds[0].seed}: {seeds[0].detail[:300]}")
+    return "\n".join(lines)
+
+
+def run(args) -> int:
+    engines = [f"dynacap:{args.backend}"] + ([f"dynamo:{args.backend}"] if args.compare_dynamo else [])
+    exclude = [e for e in args.exclude.split(",") if e]
+    items = [Item(seed, engines) for seed in range(args.seed, args.seed + args.n)]
+    start = time.perf_counter()
+    last = [0.0]
+
+    def progress(done: int) -> None:
+        if time.perf_counter() - last[0] > 30:
+            last[0] = time.perf_counter()
+            print(f"  ... {done}/{len(items) * len(engines)} runs, {time.perf_counter() - start:.0f} s",
+                  file=sys.stderr, flush=True)
+
+    results = run_batch(items, exclude=exclude, size=args.size, jobs=args.jobs, timeout_s=args.timeout,
+                        progress=progress)
+    elapsed = time.perf_counter() - start
+    print(f"fuzz: {args.n} programs (seeds {args.seed}..{args.seed + args.n - 1}, size {args.size}"
+          + (f", excluding {','.join(exclude)}" if exclude else "") + f"), backend={args.backend}, "
+          f"jobs={args.jobs}: {elapsed:.0f} s, {args.n / elapsed:.2f} programs/s")
+    for engine in engines:
+        spent = sum(r.seconds for r in results if r.engine == engine)
+        print(f"  {engine}: {spent / max(args.n, 1):.3f} s per program (3 calls, capture included)")
+    print(_table(results, engines, args.n))
+    failures = _first_failures(results, engines)
+    if failures:
+        print(failures)
+    return 1 if any(r.cls not in ("ok",) for r in results if r.engine == engines[0]) else 0
+
+
+def minimize_seed(args) -> int:
+    from fuzz.minimize import minimize_failure
+
+    exclude = [e for e in args.exclude.split(",") if e]
+    program = generate(args.minimize, exclude, size=args.size)
+    verdict = run_batch([Item(program.seed, [args.engine], program.source)], exclude=exclude,
+                        timeout_s=args.timeout)[0]
+    if verdict.cls == "ok":
+        print(f"seed {args.minimize}: ok under {args.engine}; nothing to minimize")
+        return 0
+    small, calls = minimize_failure(program.source, program.seed, args.engine, verdict.cls, verdict.call,
+                                    exclude=exclude, max_checks=args.max_checks)
+    final = run_batch([Item(program.seed, [args.engine], small, calls)], exclude=exclude,
+                      timeout_s=args.timeout)[0]
+    print(f"# seed {args.minimize}, {args.engine}: {verdict.cls} -> {final.cls} after minimizing "
+          f"(calls {calls}; arguments: fuzz.inputs.make_args({args.minimize}, call))")
+    print(("# " + final.detail).replace("\n", "\n# "))
+    print(small)
+    return 1
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n", type=int, default=500, help="number of programs (default 500)")
+    parser.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
+    parser.add_argument("--jobs", type=int, default=2, help="child processes (default 2)")
+    parser.add_argument("--compare-dynamo", action="store_true", help="also run torch.compile on each program")
+    parser.add_argument("--backend", default="eager", help="backend of both engines (default eager)")
+    parser.add_argument("--size", type=int, default=5, help="top-level statements per program (default 5)")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per program and engine (default 60)")
+    parser.add_argument("--exclude", default="", help="comma list of grammar productions to switch off "
+                        f"(known: {', '.join(production_names())})")
+    parser.add_argument("--minimize", type=int, metavar="SEED", help="minimize the failure of one program")
+    parser.add_argument("--engine", default="dynacap", help="engine for --minimize (dynacap[:backend], dynamo)")
+    parser.add_argument("--max-checks", type=int, default=400, help="oracle runs allowed to --minimize")
+    parser.add_argument("--show", type=int, metavar="SEED", help="print the program of SEED and exit")
+    args = parser.parse_args(argv)
+    if args.show is not None:
+        program = generate(args.show, [e for e in args.exclude.split(",") if e], size=args.size)
+        print(program.source)
+        print("# productions:", ", ".join(sorted(program.features)))
+        return 0
+    if args.minimize is not None:
+        return minimize_seed(args)
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
