@@ -46,9 +46,10 @@ _warned_cache_limit: set = set()
 #: lives while a wrapper or a cache entry (which holds its callback) refers to it.
 _shared_contexts: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
-#: code -> callbacks of the contexts that run it eagerly from now on (cache limit reached, internal
-#: error).  Per context: another backend or option may still capture the code.  Cleared by ``reset``.
-_run_eagerly: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+#: id(code) -> (weak reference to the code, callbacks of the contexts that run it eagerly from now on:
+#: cache limit reached, internal error).  Per context: another backend or option may still capture the
+#: code.  By identity, as code objects compare equal by value.  Cleared by ``reset``.
+_run_eagerly: dict[int, tuple] = {}
 
 
 def reset() -> None:
@@ -102,7 +103,8 @@ class CaptureContext:
         if is_skipped_file(code.co_filename):
             hook.skip(code)  # for every context: library code is never captured
             return None
-        if self.callback in _run_eagerly.get(code, ()):
+        marked = _run_eagerly.get(id(code))
+        if marked is not None and marked[0]() is code and self.callback in marked[1]:
             return None
         # The limit counts this context's entries: other backends or options do not use up its room.
         entries = [e for e in hook.cache_entries(code) if e[2] is self.callback]
@@ -140,7 +142,11 @@ class CaptureContext:
 
     def run_eagerly(self, code) -> None:
         """From now on this context runs ``code`` eagerly (its entries still hit); other contexts are unaffected."""
-        _run_eagerly.setdefault(code, set()).add(self.callback)
+        key = id(code)
+        marked = _run_eagerly.get(key)
+        if marked is None or marked[0]() is not code:
+            marked = _run_eagerly[key] = (weakref.ref(code, lambda _, key=key: _run_eagerly.pop(key, None)), set())
+        marked[1].add(self.callback)
 
     # -- one frame -----------------------------------------------------------------
     def capture_frame(self, code: types.CodeType, f_locals: dict, f_globals: dict, f_builtins: dict):
