@@ -51,7 +51,8 @@ def _first_failures(results, engines, limit: int = 8) -> str:
             if seeds:
                 lines.append(f"{engine} {cls}: seeds " + ", ".join(str(r.seed) for r in seeds[:limit])
                              + (" ..." if len(seeds) > limit else ""))
-                lines.append(f"    e.g. seed {seeds[0].seed}: {seeds[0].detail[:300]}")
+                detail = " ".join(seeds[0].detail.split())
+                lines.append(f"    e.g. seed {seeds[0].seed}: {detail[:300]}")
     return "\n".join(lines)
 
 
