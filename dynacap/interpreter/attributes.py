@@ -1,16 +1,31 @@
-"""``has_attribute``: capture-time answer to ``hasattr(value, name)``, or None if unknown."""
+"""``has_attribute``: capture-time answer to ``hasattr(value, name)``, or None if unknown.
+
+For plain objects the answer is the traced attribute read itself (the class's
+own ``__getattribute__``/``__getattr__`` and properties run once, as eager
+runs them); the engine never calls ``hasattr`` on an object whose class has
+lookup hooks.
+"""
 from __future__ import annotations
 
 from ..errors import GraphBreak
 
 
 def has_attribute(tx, value, name: str) -> bool | None:
+    from ..values.objects import AttributeMissing, ObjectValue
     from ..values.tensor import TensorValue
 
     if isinstance(value, TensorValue):
         import torch
 
         return hasattr(torch.Tensor, name) or name in ("shape",)
+    if isinstance(value, ObjectValue):
+        try:
+            value.getattr(tx, name)
+        except AttributeMissing as e:
+            if e.frames:  # raised inside an inlined getter: only a break models it
+                raise
+            return False
+        return True
     try:
         obj = value.real_object()
     except GraphBreak:

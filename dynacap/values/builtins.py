@@ -68,6 +68,10 @@ class BuiltinValue(Value):
     def getattr(self, tx, name):
         if name in ("__name__", "__qualname__", "__module__", "__doc__"):
             return ConstantValue(getattr(self.fn, name))
+        if self.fn is object and name == "__getattribute__":
+            from .objects import GenericGetattrValue
+
+            return GenericGetattrValue()
         return super().getattr(tx, name)
 
     def call(self, tx, args, kwargs):
@@ -296,9 +300,15 @@ def _anyall(stop_at: bool):
 
 
 def _getattr(tx, args, kwargs):
+    from .objects import AttributeMissing
+
     obj, name = args[0], args[1].as_constant()
     try:
         return obj.getattr(tx, name)
+    except AttributeMissing as e:
+        if len(args) > 2 and not e.frames:
+            return args[2]
+        raise
     except GraphBreak:
         if len(args) > 2:
             from ..interpreter.attributes import has_attribute

@@ -16,10 +16,12 @@ CONSTANT_TYPES = (int, float, bool, str, bytes, complex, type(None), type(Ellips
 def is_literal(obj) -> bool:
     import torch
 
-    if isinstance(obj, CONSTANT_TYPES) or isinstance(obj, (torch.dtype, torch.device, torch.layout,
-                                                           torch.memory_format)):
+    # ``type(obj)``, not ``isinstance``: that reads ``obj.__class__`` (a class's own hooks).
+    t = type(obj)
+    if issubclass(t, CONSTANT_TYPES) or issubclass(t, (torch.dtype, torch.device, torch.layout,
+                                                       torch.memory_format)):
         return True
-    if type(obj) in (tuple, frozenset) or isinstance(obj, torch.Size):
+    if t in (tuple, frozenset) or issubclass(t, torch.Size):
         return all(is_literal(x) for x in obj)
     return False
 

@@ -62,12 +62,25 @@ class UserFunctionValue(Value):
     def getattr(self, tx, name):
         if name in ("__name__", "__qualname__", "__module__", "__doc__"):
             return ConstantValue(getattr(self.fn, name))
+        if name == "__code__":
+            return self._code(tx)
         made = self.made
         if made is not None and name in ("__defaults__", "__kwdefaults__", "__annotations__"):
             part = {"__defaults__": made.defaults, "__kwdefaults__": made.kwdefaults,
                     "__annotations__": made.annotations}[name]
             return part if part is not None else ConstantValue(None)
         raise GraphBreak(f"attribute `.{name}` of {self.describe()}")
+
+    def _code(self, tx) -> Value:
+        """``fn.__code__``: an immutable constant once the function's code is guarded."""
+        code = self.made.code if self.made is not None else self.fn.__code__
+        if self.made is None and self.source is not None and self.identity_known:
+            from ..source import AttrSource
+
+            # A function's code can be reassigned; a function guarded by its parts has this guard already.
+            # (Without a source, the function is one inlining would trust the same way.)
+            tx.guards.id_match(AttrSource(self.source, "__code__"), code)
+        return ConstantValue(code)
 
     def call(self, tx, args, kwargs):
         return tx.inline_call(self, args, kwargs)

@@ -1,17 +1,122 @@
 """``ObjectValue``: any other Python object reached from the frame (configs, user classes).
 
-Plain attributes (instance ``__dict__`` or class constants) are read at
-capture time and guarded through their source; methods written in Python
-are inlined with the object bound.  Properties are inlined; other
+An attribute read is traced as CPython performs it, and the engine's own
+inspection never runs user code: objects are looked at through ``type(obj)``
+and the class dictionaries along the MRO, never ``getattr``/``hasattr``/
+``isinstance`` on the object.  A class's own ``__getattribute__`` (and
+``__getattr__`` when the lookup fails) is inlined, exactly once per read, as
+eager calls it; ``object.__getattribute__`` (``super().__getattribute__(k)``)
+is the generic lookup: data descriptors of the class, then the instance
+``__dict__``, then other class attributes.  Plain attributes are read at
+capture time and guarded through their source, which reads past the class's
+hooks (``object.__getattribute__(obj, name)``) where it has any; Python
+methods are inlined with the object bound, properties are inlined, other
 descriptors and effects are graph breaks.
 """
 from __future__ import annotations
 
-import inspect
+import dis
+import types
+from dataclasses import dataclass
+
+from bytecode import Instr
 
 from ..errors import GraphBreak
-from ..source import AttrSource
+from ..source import AttrSource, Source
 from .base import Value
+from .constant import ConstantValue
+
+_MISSING = object()
+_OBJECT_CLASS = object.__dict__["__class__"]
+
+
+class AttributeMissing(GraphBreak):
+    """The generic lookup found nothing: ``AttributeError`` at run time.
+
+    Callers that model what eager does with that error (``hasattr``, ``getattr``
+    with a default, a class's ``__getattr__``) catch it when it was raised directly
+    (no inlined frame in ``frames``); anywhere else it is a graph break.
+    """
+
+
+def class_lookup(cls: type, name: str):
+    """The attribute ``name`` found in the class dictionaries along ``cls``'s MRO (``_PyType_Lookup``)."""
+    for klass in type.__dict__["__mro__"].__get__(cls):
+        d = type.__dict__["__dict__"].__get__(klass)
+        if name in d:
+            return d[name]
+    return _MISSING
+
+
+def lookup_hook(cls: type, name: str):
+    """The class's own ``__getattribute__``/``__getattr__``/``__setattr__``, or None where it is CPython's."""
+    attr = class_lookup(cls, name)
+    if attr is _MISSING or type(attr) is types.WrapperDescriptorType:
+        return None
+    return attr
+
+
+def has_lookup_hooks(cls: type) -> bool:
+    """Whether reading an attribute of a ``cls`` instance may run Python code of the class itself.
+
+    A ``__class__`` of its own counts: ``isinstance`` reads it.
+    """
+    return (lookup_hook(cls, "__getattribute__") is not None or lookup_hook(cls, "__getattr__") is not None
+            or class_lookup(cls, "__class__") is not _OBJECT_CLASS)
+
+
+def instance_dict(obj) -> dict | None:
+    """``obj.__dict__`` read without the class's hooks, or None if it has none."""
+    if not type(obj).__dictoffset__:
+        return None
+    try:
+        d = object.__getattribute__(obj, "__dict__")
+    except AttributeError:
+        return None
+    return d if type(d) is dict else None
+
+
+def _is_data_descriptor(attr) -> bool:
+    t = type(attr)
+    return class_lookup(t, "__set__") is not _MISSING or class_lookup(t, "__delete__") is not _MISSING
+
+
+@dataclass(frozen=True)
+class GenericAttrSource(Source):
+    """``object.__getattribute__(base, name)``: an attribute read past the class's own lookup hooks.
+
+    Guards and reloads through this source never call the user's ``__getattribute__``/``__getattr__``.
+    """
+
+    base: Source
+    name: str
+
+    def expr(self) -> str:
+        return f"object.__getattribute__({self.base.expr()}, {self.name!r})"
+
+    def load(self) -> list[Instr]:
+        return [Instr("PUSH_NULL"), Instr("LOAD_CONST", object.__getattribute__), *self.base.emit(),
+                Instr("LOAD_CONST", self.name), Instr("PRECALL", 2), Instr("CALL", 2)]
+
+    def root(self) -> Source:
+        return self.base.root()
+
+    def constants(self) -> dict:
+        return {**self.base.constants(), "object": object}
+
+
+def attribute_source(value: Value, obj, name: str) -> Source | None:
+    """Where ``obj.<name>`` (found by the generic lookup) is read from at run time and in guards."""
+    if value.source is None:
+        return None
+    if has_lookup_hooks(type(obj)):
+        return GenericAttrSource(value.source, name)
+    return AttrSource(value.source, name)
+
+
+def _dict_expr(obj) -> str:
+    """A guard expression for the instance dict of the object at ``{s}`` that runs no user code."""
+    return "object.__getattribute__({s}, '__dict__')" if has_lookup_hooks(type(obj)) else "{s}.__dict__"
 
 
 class ObjectValue(Value):
@@ -22,7 +127,7 @@ class ObjectValue(Value):
         self.identity_known = True
 
     def describe(self):
-        where = f" {self.source.expr()}" if self.source is not None else ""
+        where = f" {readable(self.source)}" if self.source is not None else ""
         return f"{type(self.obj).__name__} object{where}"
 
     def python_type(self):
@@ -34,60 +139,246 @@ class ObjectValue(Value):
         return self.obj
 
     def getattr(self, tx, name):
-        from .functions import BoundMethodValue, UserFunctionValue
-        from .wrap import wrap
+        cls = type(self.obj)
+        hook = lookup_hook(cls, "__getattribute__")
+        try:
+            if hook is None:
+                return generic_getattr(tx, self, name)
+            return self._run_hook(tx, "__getattribute__", hook, name)
+        except AttributeMissing as e:
+            fallback = lookup_hook(cls, "__getattr__")
+            if fallback is None or e.frames:
+                raise
+            return self._run_hook(tx, "__getattr__", fallback, name)
 
-        override = tx.attribute_override(self.obj, name)
-        if override is not None:
-            return override
-        d = getattr(self.obj, "__dict__", None)
-        static = inspect.getattr_static(self.obj, name, _MISSING)
-        cls_attr = inspect.getattr_static(type(self.obj), name, _MISSING)
-        is_data_descriptor = cls_attr is not _MISSING and hasattr(type(cls_attr), "__set__")
-        if d is not None and name in d and not is_data_descriptor:
-            return wrap(tx, d[name], AttrSource(self.source, name) if self.source is not None else None)
-        if isinstance(static, property) and static.fget is not None:
-            guard_class_attribute(tx, self, self.obj, name, static)
-            return UserFunctionValue(static.fget).call(tx, [self], {})
-        if inspect.isfunction(static):
-            guard_class_attribute(tx, self, self.obj, name, static)
-            return BoundMethodValue(UserFunctionValue(static), self)
-        if static is _MISSING:
-            if type(self.obj).__getattr__ if hasattr(type(self.obj), "__getattr__") else None:
-                raise GraphBreak(f"attribute `{name}` of {self.describe()} comes from a custom __getattr__")
-            raise GraphBreak(f"{self.describe()} has no attribute {name!r} (AttributeError at run time)")
-        if hasattr(type(static), "__get__") and not isinstance(static, (staticmethod, classmethod)):
-            raise GraphBreak(f"attribute `{name}` of {self.describe()} is a {type(static).__name__} descriptor")
-        return wrap(tx, getattr(self.obj, name), AttrSource(self.source, name) if self.source is not None else None)
+    def _run_hook(self, tx, hook_name: str, hook, name: str) -> Value:
+        """Inline the class's ``__getattribute__``/``__getattr__`` for ``name``, as eager calls it."""
+        from .functions import UserFunctionValue
+
+        if type(hook) is not types.FunctionType:
+            raise GraphBreak(f"attribute `{name}` of {self.describe()} comes from a custom {hook_name} "
+                             f"({type(hook).__name__})")
+        guard_class_attribute(tx, self, self.obj, hook_name, hook)
+        calling, tx.calling = tx.calling, False  # the hook's result is not a CALL's
+        try:
+            return UserFunctionValue(hook).call(tx, [self, ConstantValue(name)], {})
+        except AttributeMissing as e:
+            raise escaped(e) from None
+        finally:
+            tx.calling = calling
 
     def setattr(self, tx, name, value):
+        if lookup_hook(type(self.obj), "__setattr__") is not None:
+            raise GraphBreak(f"assigning `.{name}` on {self.describe()}, whose class has its own __setattr__")
         tx.record_setattr(self, name, value)
 
     def truth(self, tx):
         cls = type(self.obj)
-        if not hasattr(cls, "__bool__") and not hasattr(cls, "__len__"):
+        if class_lookup(cls, "__bool__") is _MISSING and class_lookup(cls, "__len__") is _MISSING:
             return True
         raise GraphBreak(f"truth value of {self.describe()} (custom __bool__/__len__)")
 
 
-_MISSING = object()
+def escaped(e: AttributeMissing) -> AttributeMissing:
+    """``e`` raised inside inlined frames (a lookup hook, a getter, what they call), seen by their caller.
+
+    When no frame on the way catches it (no exception-table entry covers the instruction, no generator),
+    the ``AttributeError`` leaves them all as it does in eager: the result is a fresh, direct
+    ``AttributeMissing``.  Otherwise ``e`` itself, a graph break.
+    """
+    import inspect
+
+    for frame in e.frames:
+        code = frame.tracer.code
+        if code.co_flags & inspect.CO_GENERATOR or _handled(code, frame.instruction.offset):
+            return e
+    return AttributeMissing(e.reason)
+
+
+def _handled(code, offset: int) -> bool:
+    """Whether an exception raised at ``offset`` in ``code`` is caught in that frame."""
+    return any(entry.start <= offset < entry.end for entry in dis._parse_exception_table(code))
+
+
+def readable(source: Source) -> str:
+    """A source as users write it: ``object.__getattribute__(L['c'], 'x')`` is ``c.x``."""
+    if isinstance(source, GenericAttrSource):
+        return f"{readable(source.base)}.{source.name}"
+    return source.expr()
+
+
+def generic_getattr(tx, value: ObjectValue, name: str) -> Value:
+    """``object.__getattribute__(obj, name)`` traced: no hook of the class runs."""
+    from .functions import BoundMethodValue, UserFunctionValue
+    from .wrap import wrap
+
+    obj = value.obj
+    cls = type(obj)
+    override = tx.attribute_override(obj, name)
+    if override is not None:
+        return override
+    cls_attr = class_lookup(cls, name)
+    if cls_attr is not _MISSING and _is_data_descriptor(cls_attr):
+        return _data_descriptor(tx, value, name, cls_attr)
+    d = instance_dict(obj)
+    if d is not None and name in d:
+        return wrap(tx, d[name], attribute_source(value, obj, name))
+    if cls_attr is _MISSING:
+        guard_missing(tx, value, name)
+        raise AttributeMissing(f"{value.describe()} has no attribute {name!r} (AttributeError at run time)")
+    if type(cls_attr) is types.FunctionType:
+        guard_class_attribute(tx, value, obj, name, cls_attr)
+        return BoundMethodValue(UserFunctionValue(cls_attr), value)
+    if isinstance(cls_attr, (staticmethod, classmethod)):
+        return wrap(tx, cls_attr.__get__(obj, cls), attribute_source(value, obj, name))
+    if class_lookup(type(cls_attr), "__get__") is not _MISSING:
+        raise GraphBreak(f"attribute `{name}` of {value.describe()} is a {type(cls_attr).__name__} descriptor")
+    return wrap(tx, cls_attr, attribute_source(value, obj, name))
+
+
+def _data_descriptor(tx, value: ObjectValue, name: str, attr) -> Value:
+    """A property, a slot or ``__dict__`` of the class: what ``attr.__get__(obj, cls)`` gives."""
+    from .functions import UserFunctionValue
+    from .wrap import wrap
+
+    obj = value.obj
+    if type(attr) is property:
+        if attr.fget is None:
+            raise GraphBreak(f"property `{name}` of {value.describe()} has no getter (AttributeError at run time)")
+        guard_class_attribute(tx, value, obj, name, attr)
+        calling, tx.calling = tx.calling, False  # the getter's result is not a CALL's
+        try:
+            return UserFunctionValue(attr.fget).call(tx, [value], {})
+        except AttributeMissing as e:
+            raise escaped(e) from None
+        finally:
+            tx.calling = calling
+    if type(attr) in (types.GetSetDescriptorType, types.MemberDescriptorType):
+        # CPython's own descriptors (``__dict__``, ``__class__``, ``__slots__`` members) run no user code.
+        if name == "__class__":
+            return wrap(tx, type(obj), None)  # covered by the type guard on the object
+        if name == "__dict__" and value.source is not None:
+            return InstanceDictValue(value)
+        try:
+            result = attr.__get__(obj, type(obj))
+        except AttributeError:
+            raise GraphBreak(f"slot `{name}` of {value.describe()} is not set (AttributeError at run time)") \
+                from None
+        return wrap(tx, result, attribute_source(value, obj, name))
+    raise GraphBreak(f"attribute `{name}` of {value.describe()} is a {type(attr).__name__} descriptor")
+
+
+def guard_missing(tx, value: Value, name: str) -> None:
+    """Guard that ``name`` stays absent from the object (its instance dict and its class)."""
+    source = value.source
+    if source is None:
+        return
+    obj = value.obj
+    check = "not hasattr(type({s}), " + repr(name) + ")"
+    if instance_dict(obj) is not None:
+        check = f"{name!r} not in {_dict_expr(obj)} and {check}"
+    tx.guards.add("NOT_PRESENT", source, check, f"{readable(source)} has no attribute {name!r}")
+
+
+class InstanceDictValue(Value):
+    """``obj.__dict__`` of a sourced object: ``get``/``[]`` read one entry, guarded one by one."""
+
+    def __init__(self, owner: ObjectValue):
+        self.owner = owner
+        self.source = GenericAttrSource(owner.source, "__dict__")
+
+    def describe(self):
+        return f"{self.owner.describe()}.__dict__"
+
+    def getattr(self, tx, name):
+        if name == "get":
+            return _DictGet(self)
+        raise GraphBreak(f"`.{name}` of {self.describe()} is not supported")
+
+    def entry(self, tx, key, default: Value | None) -> Value:
+        from ..source import ItemSource
+        from .wrap import wrap
+
+        obj = self.owner.obj
+        override = tx.attribute_override(obj, key)
+        if override is not None:
+            return override
+        d = instance_dict(obj)
+        if key in d:
+            return wrap(tx, d[key], ItemSource(self.source, key))
+        if default is None:
+            raise GraphBreak(f"{self.describe()}[{key!r}] is missing (KeyError at run time)")
+        tx.guards.add("NOT_PRESENT", self.owner.source, f"{key!r} not in {_dict_expr(obj)}",
+                      f"{key!r} not in {self.describe()}")
+        return default
+
+    def getitem(self, tx, index):
+        key = index.as_constant()
+        if type(key) is not str:
+            raise GraphBreak(f"{self.describe()}[{key!r}]: attribute names are strings")
+        return self.entry(tx, key, None)
+
+
+class _DictGet(Value):
+    def __init__(self, owner: InstanceDictValue):
+        self.owner = owner
+
+    def describe(self):
+        return f"{self.owner.describe()}.get"
+
+    def call(self, tx, args, kwargs):
+        if kwargs or not 1 <= len(args) <= 2 or type(args[0].as_constant()) is not str:
+            raise GraphBreak(f"{self.describe()} with these arguments")
+        return self.owner.entry(tx, args[0].as_constant(), args[1] if len(args) > 1 else ConstantValue(None))
+
+
+class GenericGetattrValue(Value):
+    """``object.__getattribute__`` (``super().__getattribute__`` bound to ``self`` when ``bound`` is set)."""
+
+    def __init__(self, bound: Value | None = None):
+        self.bound = bound
+
+    def describe(self):
+        return "object.__getattribute__"
+
+    def call(self, tx, args, kwargs):
+        if self.bound is not None:
+            args = [self.bound, *args]
+        if kwargs or len(args) != 2:
+            raise GraphBreak(f"{self.describe()} takes two arguments (TypeError at run time)")
+        target, name = args
+        if not isinstance(target, ObjectValue) or type(name.as_constant()) is not str:
+            raise GraphBreak(f"{self.describe()} on {target.describe()}")
+        return generic_getattr(tx, target, name.as_constant())
+
+    def reconstruct(self, cg) -> None:
+        if self.bound is None:
+            cg.load_const(object.__getattribute__)
+            return
+        cg.append("PUSH_NULL")
+        cg.load_const(types.MethodType)
+        cg.load_const(object.__getattribute__)
+        self.bound.reconstruct(cg)
+        cg.append("PRECALL", 2)
+        cg.append("CALL", 2)
 
 
 def guard_class_attribute(tx, value: Value, obj, name: str, attr) -> None:
-    """``obj.<name>`` resolved to the class attribute ``attr`` (a method or property).
+    """``obj.<name>`` resolved to the class attribute ``attr`` (a method, property or lookup hook).
 
     Guard that the class still holds ``attr`` and that the instance does not
     shadow it, so that patching either (``obj.run = ...``, ``Cls.run = ...``)
-    recompiles instead of inlining the old code.
+    recompiles instead of inlining the old code.  Dunder hooks are looked up
+    on the type only: the instance cannot shadow them.
     """
     source = value.source
     if source is None:
         return
     if not name.isidentifier():
         raise GraphBreak(f"attribute {name!r} of {value.describe()} is not an identifier")
-    if isinstance(getattr(obj, "__dict__", None), dict):
-        tx.guards.add("NOT_PRESENT", source, f"{name!r} not in {{s}}.__dict__",
-                      f"{name!r} not in {source.expr()}.__dict__")
+    if not (name.startswith("__") and name.endswith("__")) and instance_dict(obj) is not None:
+        tx.guards.add("NOT_PRESENT", source, f"{name!r} not in {_dict_expr(obj)}",
+                      f"{name!r} not in {readable(source)}.__dict__")
     label = getattr(attr, "__qualname__", None) or getattr(getattr(attr, "fget", None), "__qualname__", name)
     tx.guards.add("ID_MATCH", source, f"type({{s}}).{name} is {{attr}}",
-                  f"type({source.expr()}).{name} is {label}", attr=attr)
+                  f"type({readable(source)}).{name} is {label}", attr=attr)

@@ -42,10 +42,21 @@ class SuperValue(Value):
                 getter = UserFunctionValue(attr.fget)
                 getter.library_ok = True
                 return getter.call(tx, [self.self_value], {})
+            if name == "__getattribute__" and attr is _GENERIC_GETATTRIBUTE.get(klass):
+                from .objects import GenericGetattrValue, ObjectValue
+
+                if isinstance(self.self_value, ObjectValue):
+                    # ``super().__getattribute__(k)`` in a class's own hook: the generic lookup.
+                    return GenericGetattrValue(self.self_value)
             if isinstance(attr, (staticmethod, classmethod)) or hasattr(type(attr), "__get__"):
                 raise GraphBreak(f"super().{name} is a {type(attr).__name__}")
             return wrap(tx, attr, None)
         raise GraphBreak(f"super() has no attribute {name!r} (AttributeError at run time)")
+
+
+#: Built-in classes whose ``__getattribute__`` is CPython's generic lookup (``PyObject_GenericGetAttr``).
+_GENERIC_GETATTRIBUTE = {klass: klass.__dict__["__getattribute__"]
+                         for klass in (object, dict, list, tuple, set, frozenset, int, float, str, bytes)}
 
 
 def make_super(tx, args: list[Value]) -> SuperValue:

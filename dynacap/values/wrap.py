@@ -25,13 +25,16 @@ from .constant import ConstantValue, is_literal
 from .containers import DictValue, ListValue, SizeValue, TupleValue
 from .functions import OpaqueCallableValue, PythonModuleValue, UserFunctionValue
 from .module import ModuleValue
-from .objects import ObjectValue
+from .objects import ObjectValue, has_lookup_hooks
 from .torch_ns import TorchValue, is_torch_object
 
 
 def wrap(tx, obj, source: Source | None) -> Value:
+    # Objects are classified by ``type(obj)`` only: ``isinstance`` reads ``obj.__class__``, which
+    # runs a class's own ``__getattribute__`` (user code the program never called).
     g = tx.guards
-    if isinstance(obj, torch.Tensor):
+    t = type(obj)
+    if issubclass(t, torch.Tensor):
         if source is None:
             raise GraphBreak("a tensor created outside the graph (no way to reach it from the frame)")
         g.tensor_match(source, obj)
@@ -40,25 +43,25 @@ def wrap(tx, obj, source: Source | None) -> Value:
             g.add("TENSOR_ALIASING", source, "{s} is " + value.source.expr(),
                   f"{source.expr()} is {value.source.expr()}")
         return value
-    if isinstance(obj, torch.Size):
+    if issubclass(t, torch.Size):
         if source is not None:
             g.equals_match(source, obj)
         return SizeValue([ConstantValue(d) for d in obj], source)
-    if is_literal(obj) and type(obj) is not tuple:
+    if is_literal(obj) and t is not tuple:
         if source is not None:
             g.equals_match(source, obj)
         return ConstantValue(obj, source)
-    if type(obj) in (list, dict) and id(obj) in tx.ctx.containers:
+    if t in (list, dict) and id(obj) in tx.ctx.containers:
         return tx.ctx.containers[id(obj)]
-    if type(obj) in (tuple, list):
+    if t in (tuple, list):
         if source is not None:
             g.length(source, obj)
         items = [wrap(tx, x, ItemSource(source, i) if source is not None else None) for i, x in enumerate(obj)]
-        value = (TupleValue if type(obj) is tuple else ListValue)(items, source)
-        if type(obj) is list:
+        value = (TupleValue if t is tuple else ListValue)(items, source)
+        if t is list:
             tx.ctx.containers[id(obj)] = value
         return value
-    if type(obj) is dict:
+    if t is dict:
         if not all(is_literal(k) for k in obj):
             raise GraphBreak("a dict with non-constant keys")
         if source is not None:
@@ -129,10 +132,13 @@ def _guard_by_parts(tx, value, source) -> bool:
 
 
 def _is_bound_method(obj) -> bool:
-    if isinstance(obj, types.MethodType):
+    t = type(obj)
+    if t is types.MethodType:
         return True
-    owner = getattr(obj, "__self__", None)
-    return isinstance(obj, types.BuiltinMethodType) and owner is not None and not isinstance(owner, types.ModuleType)
+    if t is not types.BuiltinMethodType:
+        return False
+    owner = obj.__self__
+    return owner is not None and not issubclass(type(owner), types.ModuleType)
 
 
 def _bound_method(tx, obj, source) -> Value:
@@ -169,41 +175,45 @@ def _object_value(tx, obj, source) -> Value:
     """The value kind of a non-tensor, non-constant, non-container object."""
     from .autocast import AutocastFactory, AutocastFactoryValue
 
-    if isinstance(obj, AutocastFactory):
+    t = type(obj)
+    if issubclass(t, AutocastFactory):
         # A resume prefix re-entering an autocast block.
         return AutocastFactoryValue(obj, source)
-    if isinstance(obj, torch.nn.Module):
+    if issubclass(t, torch.nn.Module):
         return ModuleValue(obj, source)
-    if isinstance(obj, types.FunctionType) and is_torch_object(obj):
+    if issubclass(t, types.FunctionType) and is_torch_object(obj):
         # torch's own Python functions (torch.nn.functional.relu, torch.einsum...) are graph
         # operations: their files are never inlined.
         return TorchValue(obj, source)
-    if isinstance(obj, types.FunctionType):
+    if issubclass(t, types.FunctionType):
         if obj in TYPE_PREDICATES:
             return TypePredicateValue(obj, source)
         return UserFunctionValue(obj, source)
-    if isinstance(obj, types.MethodType) and isinstance(obj.__func__, types.FunctionType):
+    if t is types.MethodType and type(obj.__func__) is types.FunctionType:
         from .functions import BoundMethodValue
 
-        self_value = wrap(tx, obj.__self__, None) if not isinstance(obj.__self__, torch.nn.Module) \
-            else ModuleValue(obj.__self__, None)
+        owner = obj.__self__
+        self_value = ModuleValue(owner, None) if issubclass(type(owner), torch.nn.Module) else wrap(tx, owner, None)
         return BoundMethodValue(UserFunctionValue(obj.__func__), self_value, source)
+    if has_lookup_hooks(t) and not issubclass(t, type):
+        # Any other inspection (``is_torch_object`` reads ``__module__``) would run the class's hooks.
+        # (A metaclass's ``__getattr__``, as ``EnumType``'s, runs only for names a class lacks.)
+        return ObjectValue(obj, source)
     if is_torch_object(obj):
         return TorchValue(obj, source)
-    if isinstance(obj, types.BuiltinFunctionType) and getattr(obj, "__module__", None) == "builtins":
+    if t is types.BuiltinFunctionType and obj.__module__ == "builtins":
         return BuiltinValue(obj, source)
-    if isinstance(obj, type) and obj.__module__ == "builtins" and obj.__name__ in (
+    if issubclass(t, type) and obj.__module__ == "builtins" and obj.__name__ in (
             "int", "float", "bool", "str", "tuple", "list", "dict", "range", "slice", "type", "enumerate",
             "zip", "reversed", "set", "frozenset", "object", "super", "map", "filter"):
         return BuiltinValue(obj, source)
-    if isinstance(obj, type):
+    if issubclass(t, type):
         return ConstantValue(obj, source)
-    if isinstance(obj, types.ModuleType):
+    if issubclass(t, types.ModuleType):
         return PythonModuleValue(obj, source)
-    if callable(obj) and isinstance(obj, (types.BuiltinFunctionType, types.BuiltinMethodType,
-                                          types.MethodWrapperType, types.WrapperDescriptorType)):
+    if issubclass(t, (types.BuiltinFunctionType, types.MethodWrapperType, types.WrapperDescriptorType)):
         return OpaqueCallableValue(obj, source)
-    if callable(obj) and not hasattr(obj, "__dict__"):
+    if callable(obj) and not t.__dictoffset__:
         return OpaqueCallableValue(obj, source)
     return ObjectValue(obj, source)
 

@@ -1,0 +1,179 @@
+"""Semantics regressions (issue 7) for user objects: the engine's own inspection never runs user code.
+
+Wrapping, guarding and attribute lookup look at objects through ``type(obj)`` and the class
+dictionaries; a class's ``__getattribute__``/``__getattr__``, properties and descriptors run only
+where the program reads the attribute, once, in program order.  Each test compares printed text,
+results and exceptions with eager (``run_differential``), then graph counts.
+"""
+import pytest
+import torch
+
+import dynacap
+from differential import CountingBackend, run_differential
+
+BACKENDS = ["eager", "aot_eager"]
+
+
+class LoggingGetattribute:
+    def __init__(self):
+        self.scale = 2.0
+
+    def __getattribute__(self, k):
+        print("get", k)
+        return super().__getattribute__(k)
+
+
+class LoggingGetattr:
+    def __init__(self):
+        self.scale = 2.0
+
+    def __getattr__(self, k):
+        print("missing", k)
+        return 3.0
+
+
+class LoggingProperty:
+    @property
+    def scale(self):
+        print("property scale")
+        return 2.0
+
+
+class LoggingDescriptor:
+    def __get__(self, obj, cls):
+        print("descriptor get")
+        return 4.0
+
+
+class WithDescriptor:
+    scale = LoggingDescriptor()
+
+
+class LiesAboutClass:
+    """``isinstance`` on it reads ``__class__``: the engine must not."""
+
+    def __init__(self):
+        self.scale = 2.0
+
+    @property
+    def __class__(self):
+        print("read __class__")
+        return LiesAboutClass
+
+
+def _times_scale(x, c):
+    return x * c.scale
+
+
+def _scale_and_other(x, c):
+    return x * c.scale + c.other
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("make", [LoggingGetattribute, LoggingGetattr, LoggingProperty, WithDescriptor,
+                                  LiesAboutClass], ids=lambda c: c.__name__)
+def test_engine_runs_no_user_code_reading_an_attribute(backend, make):
+    """Eager prints one line per read (or none); dynacap printed `get __class__` 32 times and more."""
+    run_differential(_times_scale, torch.ones(3), make(), backend=CountingBackend(backend))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_getattr_fallback_runs_only_for_the_missing_name(backend):
+    run_differential(_scale_and_other, torch.ones(3), LoggingGetattr(), backend=CountingBackend(backend))
+
+
+CALLS = []
+
+
+class Remapped:
+    """``PretrainedConfig``-style: a class attribute map consulted by ``__getattribute__``."""
+
+    attribute_map = {"hidden_size": "n_embd"}
+
+    def __init__(self):
+        self.n_embd = 3.0
+
+    def __getattribute__(self, key):
+        if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        return super().__getattribute__(key)
+
+
+class Counting:
+    """A hook with a side effect the capture keeps (a list append), through ``object.__getattribute__``."""
+
+    def __init__(self):
+        self.scale = 2.0
+
+    def __getattribute__(self, key):
+        CALLS.append(key)
+        return object.__getattribute__(self, key)
+
+
+def _remapped(x, c):
+    has = hasattr(c, "missing")
+    return x * c.hidden_size + c.n_embd + getattr(c, "other", 5.0), has, hasattr(c, "n_embd")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_overridden_getattribute_is_inlined_in_one_graph(backend):
+    """`super().__getattribute__` is the generic lookup; hasattr/getattr defaults see the AttributeError."""
+    diff = run_differential(_remapped, torch.ones(3), Remapped(), backend=CountingBackend(backend))
+    assert diff.compiles_first == 1
+
+
+def test_guards_run_no_user_code():
+    """The hook runs once per read, in the trace and in the run: guards and reloads bypass it."""
+    dynacap.reset()
+    backend = CountingBackend()
+    captured = dynacap.optimize(_times_scale, backend=backend)
+    c, x = Counting(), torch.ones(3)
+    CALLS.clear()
+    _times_scale(x, c)
+    eager_calls = list(CALLS)
+    for _ in range(3):
+        CALLS.clear()
+        assert torch.equal(captured(x, c), x * 2.0)
+        assert CALLS == eager_calls == ["scale"]
+    assert backend.compiles == 1
+    c.scale = 5.0  # a changed attribute is seen by the guard (read past the hook)
+    CALLS.clear()
+    assert torch.equal(captured(x, c), x * 5.0)
+    assert CALLS == ["scale"] and backend.compiles == 2
+
+
+def test_instance_dict_get_in_a_hook():
+    """``super().__getattribute__("__dict__").get(k)`` (transformers' heterogeneity mixin)."""
+
+    class Config:
+        def __init__(self, spec):
+            self.size = 2.0
+            if spec is not None:
+                self._spec = spec
+
+        def __getattribute__(self, key):
+            spec = super().__getattribute__("__dict__").get("_spec")
+            if spec is not None and key in spec:
+                return 10.0
+            return super().__getattribute__(key)
+
+    for spec in (None, ("size",)):
+        diff = run_differential(_size, torch.ones(2), Config(spec))
+        assert diff.compiles_first == 1
+
+
+def _size(x, c):
+    return x * c.size
+
+
+def test_function_code_attributes_are_constants():
+    """``func.__code__.co_varnames`` (transformers' config-default decorators), guarded by the code."""
+
+    def inner(self, a, use_cache=None):
+        return a
+
+    def f(x):
+        return x + inner.__code__.co_varnames.index("use_cache") + len(inner.__code__.co_varnames)
+
+    diff = run_differential(f, torch.ones(2))
+    assert diff.compiles_first == 1
