@@ -461,17 +461,21 @@ def generator(w, scope, depth):
     if "gen" not in w.module_helpers:
         w.module_helpers["gen"] = name = w.fresh("gen")
         w.module_lines += [f"def {name}(t, n, log):", "    for i in range(n):", "        log.append(i)",
-                           "        yield t * (i + 1)", ""]
+                           "        yield t * (len(log) + i)", ""]  # reads what the consumer changes
     name = w.module_helpers["gen"]
     log = "G_LIST" if w.rng.random() < 0.5 else ("obj.log" if "obj" in scope.names else "G_LIST")
     call = f"{name}({w.tensor(scope)}, {w.rng.choice(['2', '3', '5'])}, {log})"
-    choice = w.rng.randrange(4)
+    choice = w.rng.randrange(5)
     out = w.fresh("t")
     scope.define(out, "tensor")
     if choice == 0:
         e = w.fresh("e")
-        return [f"{out} = x", f"for {e} in {call}:", f"    {out} = {out} + {e}",
+        return [f"{out} = x", f"for {e} in {call}:", f"    {out} = {out} + {e}", f"    {log}.append(-1)",
                 f'    d["n"] = d.get("n", 0) + 1' if "d" in scope.names else "    pass"]
+    if choice == 4 and "d" in scope.names:  # a generator expression over state its consumer changes
+        e = w.fresh("e")
+        return [f"{out} = x", f'for {e} in ({w.tensor(scope)} * d.get("n", 0) for _ in range(3)):',
+                f"    {out} = {out} + {e}", '    d["n"] = d.get("n", 0) + 1']
     if choice == 1:
         return [f"{out} = next({call})"]
     if choice == 2:
