@@ -120,6 +120,8 @@ def test_overridden_getattribute_is_inlined_in_one_graph(backend):
     """`super().__getattribute__` is the generic lookup; hasattr/getattr defaults see the AttributeError."""
     diff = run_differential(_remapped, torch.ones(3), Remapped(), backend=CountingBackend(backend))
     assert diff.compiles_first == 1
+    dynacap.reset()
+    assert dynacap.explain(_remapped)(torch.ones(3), Remapped()).graph_break_count == 0
 
 
 def test_guards_run_no_user_code():
@@ -176,4 +178,96 @@ def test_function_code_attributes_are_constants():
         return x + inner.__code__.co_varnames.index("use_cache") + len(inner.__code__.co_varnames)
 
     diff = run_differential(f, torch.ones(2))
+    assert diff.compiles_first == 1
+
+
+class Registry(dict):
+    """``_CanRecordRegistry``-style: a dict subclass whose ``get`` calls ``super().get``."""
+
+    def get(self, key):
+        return super().get(key.upper()) or {}
+
+
+REGISTRY = Registry(A={"hidden": 2.0})
+
+
+def _registry(x):
+    found = REGISTRY.get("a")
+    missing = REGISTRY.get("b")
+    return x * found["hidden"], missing
+
+
+class Table:
+    """A user mapping: ``__getitem__``/``__len__``/``__contains__`` written in Python."""
+
+    _global = {"sdpa": 2.0}
+
+    def __init__(self):
+        self._local = {"eager": 3.0}
+
+    def __getitem__(self, key):
+        if key in self._local:
+            return self._local[key]
+        return self._global[key]
+
+    def __len__(self):
+        return len(self._local) + len(self._global)
+
+    def __contains__(self, key):
+        return key in self._local or key in self._global
+
+
+TABLE = Table()
+
+
+def _table(x):
+    return x * TABLE["sdpa"] + TABLE["eager"] + len(TABLE)
+
+
+class Layer:
+    def forward(self, x):
+        return x + 1
+
+
+def _outermost(x, layer):
+    return layer.forward(x) * (2 if type(layer).forward is Layer.forward else 3)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn, args", [(_registry, ()), (_table, ()), (_outermost, (Layer(),))],
+                         ids=["dict_subclass_super_get", "user_mapping", "class_function_identity"])
+def test_user_containers_in_one_graph(backend, fn, args):
+    diff = run_differential(fn, torch.ones(2), *args, backend=CountingBackend(backend))
+    assert diff.compiles_first == 1
+    dynacap.reset()
+    assert dynacap.explain(fn)(torch.ones(2), *args).graph_break_count == 0
+
+
+def test_dict_subclass_entry_change_recompiles():
+    """``super().get`` read the entry past the subclass: a changed entry fails the guard."""
+    dynacap.reset()
+    backend = CountingBackend()
+    captured = dynacap.optimize(_registry, backend=backend)
+    x = torch.ones(2)
+    assert torch.equal(captured(x)[0], x * 2.0)
+    REGISTRY["A"] = {"hidden": 5.0}
+    REGISTRY["B"] = 1
+    try:
+        assert captured(x)[0].tolist() == [5.0, 5.0] and captured(x)[1] == 1
+    finally:
+        REGISTRY["A"] = {"hidden": 2.0}
+        del REGISTRY["B"]
+    assert backend.compiles == 2
+
+
+REGISTERED = {Layer, Table}
+
+
+def _membership(x):
+    return x * (2 if Layer in REGISTERED else 3) + (1 if "eager" in TABLE else 0)
+
+
+@pytest.mark.xfail(reason="CONTAINS_OP over user objects/sets: /work/coord/requests-objects.md #1", strict=False)
+def test_in_over_sets_and_user_mappings_in_one_graph():
+    diff = run_differential(_membership, torch.ones(2))
     assert diff.compiles_first == 1

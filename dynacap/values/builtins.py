@@ -128,6 +128,13 @@ def _len(tx, args, kwargs):
     if isinstance(x, ModuleValue):
         x.guard_children(tx)
         return ConstantValue(len(x.module))
+    from .objects import ObjectValue
+
+    if isinstance(x, ObjectValue):
+        n = x.call_special(tx, "__len__", [], "`len()`")
+        if not (n.is_constant() and type(n.as_constant()) is int and n.as_constant() >= 0):
+            raise GraphBreak(f"`len()` of {x.describe()}: its __len__ returned {n.describe()}")
+        return n
     return None
 
 

@@ -5,6 +5,8 @@ constant came from a source); they never add graph nodes.
 """
 from __future__ import annotations
 
+import types
+
 from ..errors import GraphBreak
 from .base import Value
 
@@ -63,6 +65,11 @@ class ConstantValue(Value):
             attr = getattr(self.value, name)
         except AttributeError as e:
             raise GraphBreak(f"{self.describe()} has no attribute {name!r}") from e
+        if isinstance(self.value, type) and type(attr) is types.FunctionType:
+            # A class's Python function (``type(self).forward``): inlinable, comparable by identity.
+            from .wrap import wrap
+
+            return wrap(tx, attr, None)
         if callable(attr) and not is_literal(attr):
             from .functions import ConstantMethodValue
 

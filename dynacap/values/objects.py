@@ -167,6 +167,44 @@ class ObjectValue(Value):
         finally:
             tx.calling = calling
 
+    def call_special(self, tx, name: str, args: list[Value], what: str) -> Value:
+        """``type(obj).<name>(obj, *args)``: a special method written in Python, inlined (``what`` it serves)."""
+        from .functions import UserFunctionValue
+
+        method = class_lookup(type(self.obj), name)
+        if type(method) is not types.FunctionType:
+            kind = "no" if method is _MISSING else f"a built-in ({type(method).__name__})"
+            raise GraphBreak(f"{what} on {self.describe()}, whose class has {kind} {name}")
+        guard_class_attribute(tx, self, self.obj, name, method)
+        calling, tx.calling = tx.calling, False  # its result is not a CALL's
+        try:
+            return UserFunctionValue(method).call(tx, [self, *args], {})
+        finally:
+            tx.calling = calling
+
+    def getitem(self, tx, index):
+        return self.call_special(tx, "__getitem__", [index], "indexing")
+
+    def contains(self, tx, item) -> Value:
+        """``item in obj``: the class's ``__contains__`` (``Mapping``'s goes through ``__getitem__``).
+
+        A set's or dict's own (a ``set``, a ``dict`` subclass) is answered now, for a constant item, and
+        guarded by the answer alone.
+        """
+        method = class_lookup(type(self.obj), "__contains__")
+        if method in _BUILTIN_CONTAINS and item.is_constant():
+            key = item.as_constant()
+            if self.source is None:
+                raise GraphBreak(f"`in` over {self.describe()} made outside the graph")
+            try:
+                result = method(self.obj, key)
+            except TypeError as e:
+                raise GraphBreak(f"`in` over {self.describe()}: {e} (TypeError at run time)") from None
+            tx.guards.add("EQUALS_MATCH", self.source, f"{{m}}({{s}}, {{k}}) is {result}",
+                          f"({key!r} in {readable(self.source)}) is {result}", m=method, k=key)
+            return ConstantValue(result)
+        return self.call_special(tx, "__contains__", [item], "`in`")
+
     def setattr(self, tx, name, value):
         if lookup_hook(type(self.obj), "__setattr__") is not None:
             raise GraphBreak(f"assigning `.{name}` on {self.describe()}, whose class has its own __setattr__")
@@ -193,6 +231,46 @@ def escaped(e: AttributeMissing) -> AttributeMissing:
         if code.co_flags & inspect.CO_GENERATOR or _handled(code, frame.instruction.offset):
             return e
     return AttributeMissing(e.reason)
+
+
+#: CPython's own membership tests: they run no user code for a constant key.
+_BUILTIN_CONTAINS = {set.__contains__, frozenset.__contains__, dict.__contains__}
+
+
+def builtin_dict_get(tx, value: "ObjectValue", args: list[Value]) -> Value:
+    """``dict.get(obj, key[, default])`` on a ``dict`` subclass (``super().get(k)``), past its overrides."""
+    from .wrap import wrap
+
+    if len(args) not in (1, 2) or not args[0].is_constant() or value.source is None:
+        raise GraphBreak(f"dict.get on {value.describe()} with these arguments")
+    key = args[0].as_constant()
+    found = dict.get(value.obj, key, _MISSING)
+    if found is _MISSING:
+        tx.guards.add("NOT_PRESENT", value.source, "not {m}({s}, {k})",
+                      f"{key!r} not in {readable(value.source)}", m=dict.__contains__, k=key)
+        return args[1] if len(args) > 1 else ConstantValue(None)
+    return wrap(tx, found, DictStorageSource(value.source, key))
+
+
+@dataclass(frozen=True)
+class DictStorageSource(Source):
+    """``dict.__getitem__(base, key)``: an entry of a ``dict`` subclass, past its ``__getitem__``."""
+
+    base: Source
+    key: object
+
+    def expr(self) -> str:
+        return f"dict.__getitem__({self.base.expr()}, {self.key!r})"
+
+    def load(self) -> list[Instr]:
+        return [Instr("PUSH_NULL"), Instr("LOAD_CONST", dict.__getitem__), *self.base.emit(),
+                Instr("LOAD_CONST", self.key), Instr("PRECALL", 2), Instr("CALL", 2)]
+
+    def root(self) -> Source:
+        return self.base.root()
+
+    def constants(self) -> dict:
+        return {**self.base.constants(), "dict": dict}
 
 
 def _handled(code, offset: int) -> bool:

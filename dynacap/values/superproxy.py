@@ -13,6 +13,7 @@ import inspect
 
 from ..errors import GraphBreak
 from .base import Value
+from .objects import GenericGetattrValue, ObjectValue, builtin_dict_get
 
 
 class SuperValue(Value):
@@ -43,11 +44,12 @@ class SuperValue(Value):
                 getter.library_ok = True
                 return getter.call(tx, [self.self_value], {})
             if name == "__getattribute__" and attr is _GENERIC_GETATTRIBUTE.get(klass):
-                from .objects import GenericGetattrValue, ObjectValue
-
                 if isinstance(self.self_value, ObjectValue):
                     # ``super().__getattribute__(k)`` in a class's own hook: the generic lookup.
                     return GenericGetattrValue(self.self_value)
+            if attr is _DICT_GET and isinstance(self.self_value, ObjectValue) \
+                    and issubclass(self.self_value.python_type(), dict):
+                return _BoundBuiltin(builtin_dict_get, self.self_value, "super().get")
             if isinstance(attr, (staticmethod, classmethod)) or hasattr(type(attr), "__get__"):
                 raise GraphBreak(f"super().{name} is a {type(attr).__name__}")
             return wrap(tx, attr, None)
@@ -57,6 +59,26 @@ class SuperValue(Value):
 #: Built-in classes whose ``__getattribute__`` is CPython's generic lookup (``PyObject_GenericGetAttr``).
 _GENERIC_GETATTRIBUTE = {klass: klass.__dict__["__getattribute__"]
                          for klass in (object, dict, list, tuple, set, frozenset, int, float, str, bytes)}
+
+
+_DICT_GET = dict.__dict__["get"]
+
+
+class _BoundBuiltin(Value):
+    """A built-in method of ``self``'s base class reached by ``super()``, modelled by ``handler``."""
+
+    def __init__(self, handler, self_value: Value, label: str):
+        self.handler = handler
+        self.self_value = self_value
+        self.label = label
+
+    def describe(self):
+        return self.label
+
+    def call(self, tx, args, kwargs):
+        if kwargs:
+            raise GraphBreak(f"{self.label}() with keyword arguments")
+        return self.handler(tx, self.self_value, args)
 
 
 def make_super(tx, args: list[Value]) -> SuperValue:
