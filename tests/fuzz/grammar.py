@@ -281,12 +281,8 @@ class Writer:
         return self.indent(self.block(child, depth + 1, self.rng.randint(1, 2)))
 
     def function(self, name: str, params: list[tuple[str, str]], parent: Scope | None, depth: int,
-                 count: int, tail=None, params_text=None) -> tuple[list[str], Scope]:
-        """``def name(params): body``; ``tail(scope)`` writes the last lines (a return).
-
-        ``params``: (name, kind) pairs in scope in the body; ``params_text``: the
-        signature's parts when it is more than the names (defaults, ``*args``).
-        """
+                 count: int, tail=None) -> tuple[list[str], Scope]:
+        """``def name(params): body``; ``params``: (name, kind) pairs; ``tail(scope)`` writes the last lines."""
         scope = Scope(parent, new_function=True)
         outer_function = parent.function if parent is not None else None
         scope.function = FunctionState(name)
@@ -302,8 +298,7 @@ class Writer:
         header = []
         if scope.function.global_writes:
             header.append("global " + ", ".join(sorted(scope.function.global_writes)))
-        signature = ", ".join(params_text or [p for p, _ in params])
-        lines = [f"def {name}({signature}):"] + self.indent(header + body)
+        lines = [f"def {name}({', '.join(p for p, _ in params)}):"] + self.indent(header + body)
         scope.function = outer_function
         return lines, scope
 

@@ -99,14 +99,16 @@ def _operands(node: ast.expr) -> list:
 
 def _expression_slots(tree):
     """(parent, field, index) of every expression, in a fixed order (index None: not a list)."""
+    def loaded(v):
+        return isinstance(v, ast.expr) and not isinstance(getattr(v, "ctx", None), (ast.Store, ast.Del))
+
     for parent in ast.walk(tree):
         for name, value in ast.iter_fields(parent):
-            if isinstance(value, ast.expr) and not isinstance(value.ctx if hasattr(value, "ctx") else None,
-                                                                 (ast.Store, ast.Del)):
+            if loaded(value):
                 yield parent, name, None
             elif isinstance(value, list):
                 for i, v in enumerate(value):
-                    if isinstance(v, ast.expr) and not isinstance(getattr(v, "ctx", None), (ast.Store, ast.Del)):
+                    if loaded(v):
                         yield parent, name, i
 
 
