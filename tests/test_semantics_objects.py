@@ -5,6 +5,8 @@ dictionaries; a class's ``__getattribute__``/``__getattr__``, properties and des
 where the program reads the attribute, once, in program order.  Each test compares printed text,
 results and exceptions with eager (``run_differential``), then graph counts.
 """
+import collections.abc
+
 import pytest
 import torch
 
@@ -260,11 +262,57 @@ def test_dict_subclass_entry_change_recompiles():
     assert backend.compiles == 2
 
 
+class Interface(collections.abc.MutableMapping):
+    """``GeneralInterface``-style: ``Mapping.get``/``Mapping.__contains__`` over a Python ``__getitem__``."""
+
+    _global = {"sdpa": 2.0}
+
+    def __init__(self):
+        self._local = {}
+
+    def __getitem__(self, key):
+        if key in self._local:
+            return self._local[key]
+        return self._global[key]
+
+    def __setitem__(self, key, value):
+        self._local[key] = value
+
+    def __delitem__(self, key):
+        del self._local[key]
+
+    def __iter__(self):
+        return iter({**self._global, **self._local})
+
+    def __len__(self):
+        return len(self._global) + len(self._local)
+
+    def get_interface(self, name, default=None):
+        return super().get(name, default)
+
+
+INTERFACE = Interface()
+
+
+def _interface(x):
+    return x * INTERFACE.get("sdpa") + INTERFACE.get_interface("sdpa")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mapping_mixin_methods_in_one_graph(backend):
+    """``Mapping.get`` (stdlib, never inlined) is modelled on the class's own ``__getitem__``."""
+    diff = run_differential(_interface, torch.ones(2), backend=CountingBackend(backend))
+    assert diff.compiles_first == 1
+    dynacap.reset()
+    assert dynacap.explain(_interface)(torch.ones(2)).graph_break_count == 0
+
+
 REGISTERED = {Layer, Table}
 
 
 def _membership(x):
-    return x * (2 if Layer in REGISTERED else 3) + (1 if "eager" in TABLE else 0)
+    in_interface = "sdpa" in INTERFACE  # Mapping.__contains__, modelled on __getitem__
+    return x * (2 if Layer in REGISTERED else 3) + (1 if "eager" in TABLE else 0) + in_interface
 
 
 @pytest.mark.xfail(reason="CONTAINS_OP over user objects/sets: /work/coord/requests-objects.md #1", strict=False)

@@ -15,6 +15,7 @@ descriptors and effects are graph breaks.
 """
 from __future__ import annotations
 
+import collections.abc
 import dis
 import types
 from dataclasses import dataclass
@@ -172,6 +173,9 @@ class ObjectValue(Value):
         from .functions import UserFunctionValue
 
         method = class_lookup(type(self.obj), name)
+        model = _MIXIN_MODELS.get(method)
+        if model is not None:
+            return model(tx, self, args)
         if type(method) is not types.FunctionType:
             kind = "no" if method is _MISSING else f"a built-in ({type(method).__name__})"
             raise GraphBreak(f"{what} on {self.describe()}, whose class has {kind} {name}")
@@ -231,6 +235,51 @@ def escaped(e: AttributeMissing) -> AttributeMissing:
         if code.co_flags & inspect.CO_GENERATOR or _handled(code, frame.instruction.offset):
             return e
     return AttributeMissing(e.reason)
+
+
+def _mapping_contains(tx, value: "ObjectValue", args: list[Value]) -> Value:
+    """``Mapping.__contains__``: ``self[key]`` succeeds (a missing key, a ``KeyError``, is a break)."""
+    if len(args) != 1:
+        raise GraphBreak("Mapping.__contains__ takes one argument (TypeError at run time)")
+    value.getitem(tx, args[0])
+    return ConstantValue(True)
+
+
+def _mapping_get(tx, value: "ObjectValue", args: list[Value]) -> Value:
+    """``Mapping.get``: ``self[key]`` (a missing key, a ``KeyError``, is a break)."""
+    if len(args) not in (1, 2):
+        raise GraphBreak("Mapping.get takes one or two arguments (TypeError at run time)")
+    return value.getitem(tx, args[0])
+
+
+#: ``collections.abc`` mixin methods (stdlib code, never inlined) modelled on the class's own methods.
+_MIXIN_MODELS = {collections.abc.Mapping.__contains__: _mapping_contains,
+                 collections.abc.Mapping.get: _mapping_get}
+
+
+def modelled_method(function, value: Value) -> Value | None:
+    """``function`` bound to ``value`` when it is a modelled mixin method (``Mapping.get``), else None."""
+    handler = _MIXIN_MODELS.get(function)
+    if handler is None or not isinstance(value, ObjectValue):
+        return None
+    return _ModelledMethod(handler, value, function.__qualname__)
+
+
+class _ModelledMethod(Value):
+    """A mixin method bound to an object, modelled by ``handler(tx, value, args)``."""
+
+    def __init__(self, handler, self_value: Value, label: str):
+        self.handler = handler
+        self.self_value = self_value
+        self.label = label
+
+    def describe(self):
+        return f"method {self.label}"
+
+    def call(self, tx, args, kwargs):
+        if kwargs:
+            raise GraphBreak(f"{self.label}() with keyword arguments")
+        return self.handler(tx, self.self_value, args)
 
 
 #: CPython's own membership tests: they run no user code for a constant key.
@@ -306,7 +355,7 @@ def generic_getattr(tx, value: ObjectValue, name: str) -> Value:
         raise AttributeMissing(f"{value.describe()} has no attribute {name!r} (AttributeError at run time)")
     if type(cls_attr) is types.FunctionType:
         guard_class_attribute(tx, value, obj, name, cls_attr)
-        return BoundMethodValue(UserFunctionValue(cls_attr), value)
+        return modelled_method(cls_attr, value) or BoundMethodValue(UserFunctionValue(cls_attr), value)
     if isinstance(cls_attr, (staticmethod, classmethod)):
         return wrap(tx, cls_attr.__get__(obj, cls), attribute_source(value, obj, name))
     if class_lookup(type(cls_attr), "__get__") is not _MISSING:

@@ -13,7 +13,7 @@ import inspect
 
 from ..errors import GraphBreak
 from .base import Value
-from .objects import GenericGetattrValue, ObjectValue, builtin_dict_get
+from .objects import GenericGetattrValue, ObjectValue, builtin_dict_get, modelled_method
 
 
 class SuperValue(Value):
@@ -36,6 +36,9 @@ class SuperValue(Value):
                 continue
             attr = klass.__dict__[name]
             if inspect.isfunction(attr):
+                modelled = modelled_method(attr, self.self_value)
+                if modelled is not None:
+                    return modelled
                 function = UserFunctionValue(attr)
                 function.library_ok = True
                 return BoundMethodValue(function, self.self_value)
