@@ -319,3 +319,25 @@ def _membership(x):
 def test_in_over_sets_and_user_mappings_in_one_graph():
     diff = run_differential(_membership, torch.ones(2))
     assert diff.compiles_first == 1
+
+
+class Chunked:
+    def forward_chunk(self, a, b):
+        return a + b
+
+
+def _chunking(x, layer):
+    """``apply_chunking_to_forward``: ``len(inspect.signature(fn).parameters)`` of a bound method."""
+    import inspect
+
+    n = len(inspect.signature(layer.forward_chunk).parameters)
+    m = len(inspect.signature(_times_scale).parameters)
+    return layer.forward_chunk(x, x) * n + m
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_signature_of_a_function_is_a_constant(backend):
+    diff = run_differential(_chunking, torch.ones(2), Chunked(), backend=CountingBackend(backend))
+    assert diff.compiles_first == 1
+    dynacap.reset()
+    assert dynacap.explain(_chunking)(torch.ones(2), Chunked()).graph_break_count == 0

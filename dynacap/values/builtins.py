@@ -51,6 +51,50 @@ class TypePredicateValue(Value):
         return ConstantValue(issubclass(args[0].python_type(), TYPE_PREDICATES[self.fn]))
 
 
+class SignatureValue(Value):
+    """``inspect.signature(f)`` of a Python function or a method of one: a constant of the guarded function."""
+
+    def __init__(self, fn=inspect.signature, source=None):
+        self.fn = fn
+        self.source = source
+
+    def describe(self):
+        return "`inspect.signature`"
+
+    def real_object(self):
+        return self.fn
+
+    def call(self, tx, args, kwargs):
+        from .functions import BoundMethodValue, UserFunctionValue
+
+        if len(args) != 1 or kwargs:
+            raise GraphBreak(f"{self.describe()} with these arguments")
+        target = args[0]
+        function = target.function if isinstance(target, BoundMethodValue) else target
+        if not isinstance(function, UserFunctionValue) or not _plain_wrapped_chain(function.fn):
+            raise GraphBreak(f"{self.describe()} of {target.describe()}")
+        fn = function.real_object() if function.source is not None else function.fn
+        signature = inspect.signature(fn)
+        if isinstance(target, BoundMethodValue):
+            parameters = list(signature.parameters.values())
+            if not parameters or parameters[0].kind not in (inspect.Parameter.POSITIONAL_ONLY,
+                                                             inspect.Parameter.POSITIONAL_OR_KEYWORD):
+                raise GraphBreak(f"{self.describe()} of {target.describe()}, which binds no first argument")
+            signature = signature.replace(parameters=parameters[1:])
+        return ConstantValue(signature)
+
+
+def _plain_wrapped_chain(fn) -> bool:
+    """Whether ``inspect.signature`` reads only plain functions' own attributes (``__wrapped__`` chain)."""
+    for _ in range(100):
+        if type(fn) is not types.FunctionType or "__signature__" in fn.__dict__:
+            return False
+        if "__wrapped__" not in fn.__dict__:
+            return True
+        fn = fn.__dict__["__wrapped__"]
+    return False
+
+
 class BuiltinValue(Value):
     def __init__(self, fn, source=None):
         self.fn = fn

@@ -12,6 +12,7 @@ are guarded by what they are made of instead of identity.
 """
 from __future__ import annotations
 
+import inspect
 import re
 import types
 
@@ -20,7 +21,7 @@ import torch
 from ..errors import GraphBreak
 from ..source import ItemSource, Source
 from .base import Value
-from .builtins import TYPE_PREDICATES, BuiltinValue, TypePredicateValue
+from .builtins import TYPE_PREDICATES, BuiltinValue, SignatureValue, TypePredicateValue
 from .constant import ConstantValue, is_literal
 from .containers import DictValue, ListValue, SizeValue, TupleValue
 from .functions import OpaqueCallableValue, PythonModuleValue, UserFunctionValue
@@ -188,6 +189,8 @@ def _object_value(tx, obj, source) -> Value:
     if issubclass(t, types.FunctionType):
         if obj in TYPE_PREDICATES:
             return TypePredicateValue(obj, source)
+        if obj is inspect.signature:
+            return SignatureValue(obj, source)
         return UserFunctionValue(obj, source)
     if t is types.MethodType and type(obj.__func__) is types.FunctionType:
         from .functions import BoundMethodValue
