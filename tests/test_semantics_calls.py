@@ -48,3 +48,23 @@ def test_identity_of_a_dict_reached_two_ways():
     inner = {"v": 1}
     run_differential(f, torch.randn(2), None, None,
                      fresh_inputs=lambda: ((torch.ones(2), {"o": [inner], "i": inner}, inner), {}))
+
+
+class _Registry:
+    def __init__(self):
+        self.names = {"a": 1}
+
+    def __contains__(self, key):
+        return key in self.names
+
+
+_REGISTRY = _Registry()
+_NAMES = frozenset({"x", "y"})
+
+
+def test_in_over_user_objects_and_sets_is_captured():
+    def f(x, k):
+        return "a" in _REGISTRY, "b" in _REGISTRY, k in _NAMES, "z" in _NAMES, x + 1
+
+    diff = run_differential(f, torch.randn(2), "x")
+    assert diff.compiles_first == 1

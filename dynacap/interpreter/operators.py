@@ -13,6 +13,7 @@ from ..values.base import Value
 from ..values.constant import ConstantValue
 from ..values.containers import DictValue, IteratorValue, ListValue, SequenceValue, SizeValue, TupleValue
 from ..values.iterators import PullIterator, contains
+from ..values.objects import ObjectValue
 from ..values.tensor import TensorValue
 from .tracer import handles
 
@@ -133,6 +134,9 @@ def _contains(tx, ins):
             result = any(matches)
         elif isinstance(container, (IteratorValue, PullIterator)):
             result = contains(tx, item, container)
+        elif isinstance(container, ObjectValue):
+            # CPython calls bool() on what __contains__ returns.
+            result = container.contains(tx, item).truth(tx)
         else:
             raise GraphBreak(f"`in` over {container.describe()} is not supported")
     tx.push(ConstantValue(result != bool(ins.arg)))
