@@ -210,8 +210,13 @@ class ObjectValue(Value):
         return self.call_special(tx, "__contains__", [item], "`in`")
 
     def setattr(self, tx, name, value):
-        if lookup_hook(type(self.obj), "__setattr__") is not None:
+        cls = type(self.obj)
+        if lookup_hook(cls, "__setattr__") is not None:
             raise GraphBreak(f"assigning `.{name}` on {self.describe()}, whose class has its own __setattr__")
+        attr = class_lookup(cls, name)
+        if attr is not _MISSING and _is_data_descriptor(attr):
+            # A property's setter (or a slot) decides what a later read gives: not a plain store.
+            raise GraphBreak(f"assigning `.{name}` on {self.describe()}, a {type(attr).__name__} of its class")
         tx.record_setattr(self, name, value)
 
     def truth(self, tx):

@@ -198,7 +198,7 @@ def _object_value(tx, obj, source) -> Value:
         owner = obj.__self__
         self_value = ModuleValue(owner, None) if issubclass(type(owner), torch.nn.Module) else wrap(tx, owner, None)
         return BoundMethodValue(UserFunctionValue(obj.__func__), self_value, source)
-    if has_lookup_hooks(t) and not issubclass(t, type):
+    if has_lookup_hooks(t) and not issubclass(t, type) and not t.__module__.startswith("torch"):
         # Any other inspection (``is_torch_object`` reads ``__module__``) would run the class's hooks.
         # (A metaclass's ``__getattr__``, as ``EnumType``'s, runs only for names a class lacks.)
         return ObjectValue(obj, source)
