@@ -7,7 +7,9 @@ when a capture starts and puts back whatever differs however it ends;
 ``DeferredInterrupts`` holds Ctrl-C until a safe point; and
 ``restoring_modes_on_error`` makes a compiled graph with grad-mode/autocast
 switch nodes leave both modes as it found them if it raises midway, as an
-eager ``with`` block would.
+eager ``with`` block would, and one with random nodes put back the random
+generators it draws from (so that its frame's eager rerun draws what eager
+draws).
 
 This module must not trace or compile anything: it only reads and sets
 torch's thread-local modes and the SIGINT handler.
@@ -189,31 +191,46 @@ interrupts = DeferredInterrupts()
 
 
 def restoring_modes_on_error(compiled, gm: torch.fx.GraphModule):
-    """A graph that switches grad mode or autocast switches them back if it raises midway.
+    """A graph that switches grad mode or autocast, or draws random numbers, undoes that if it raises midway.
 
     Eager ``with torch.no_grad()`` / ``torch.autocast`` blocks leave on any
     exception (a ``KeyboardInterrupt`` while the graph runs included); the
     graph's switch nodes would not, so the modes at the graph's start are put
-    back.  Graphs without switch nodes are returned as they are (no cost).
+    back.  The default generators its random nodes draw from are put back to
+    their state at the graph's start, so that the frame's eager rerun
+    (``codegen.rewrite``) draws what eager draws (``graph.effects``).  Graphs
+    without such nodes are returned as they are (no cost).
     """
     from torch.amp import autocast_mode
+
+    from .graph.effects import random_devices
 
     targets = {n.target for n in gm.graph.nodes if n.op == "call_function"}
     switches_grad = torch._C._set_grad_enabled in targets
     switches_autocast = autocast_mode._enter_autocast in targets
-    if not (switches_grad or switches_autocast):
+    generators = [_default_generator(device) for device in random_devices(gm.graph)]
+    if not (switches_grad or switches_autocast or generators):
         return compiled
 
     def run_graph(*args):
         grad = torch.is_grad_enabled()
         autocast = autocast_state() if switches_autocast else None
+        rng = [g.get_state() for g in generators]
         try:
             return compiled(*args)
         except BaseException:
             if autocast is not None:
                 restore_autocast(autocast)
             torch._C._set_grad_enabled(grad)
+            for generator, state in zip(generators, rng):
+                generator.set_state(state)
             raise
 
     run_graph.compiled = compiled
     return run_graph
+
+
+def _default_generator(device: torch.device):
+    if device.type == "cuda":
+        return torch.cuda.default_generators[torch.cuda.current_device() if device.index is None else device.index]
+    return torch.default_generator

@@ -21,30 +21,29 @@ Side effects and the values rebuilt after them:
   ``l`` (the return value, a resume function's argument) are one object.
 
 A graph that raises (``x[torch.tensor([5])]`` out of range) has run before
-any side effect was replayed.  If the graph mutates nothing observable
-(``graph_may_mutate``: no in-place op on an input, parameter or buffer, no
-``out=``, no random op, no running-stat update, no grad-mode or autocast
-switch), the frame is rerun eagerly from the start, with its arguments,
-through an unhooked copy of its code (``eager_copy``): the side effects
-happen in program order and the real exception is raised from the user's
-line.  A ``KeyboardInterrupt`` (any non-``Exception``) is never rerun.  A
-graph that may mutate is not rerun (rerunning would mutate twice): its
-exception propagates as it is, and side effects recorded before the failing
-operation are lost (known limitation; splitting the graph at its first
-mutation would keep them).
+any side effect was replayed.  If the graph leaves nothing changed when it
+raises (``graph.effects.graph_may_mutate``: no in-place op on an input,
+parameter or buffer, no ``out=``, no running-stat update; grad-mode and
+autocast switches and random ops are undone by the compiled graph's wrapper,
+``modes.restoring_modes_on_error``), the frame is rerun eagerly from the
+start, with its arguments, through an unhooked copy of its code
+(``eager_copy``): the side effects happen in program order and the real
+exception is raised from the user's line.  A ``KeyboardInterrupt`` (any
+non-``Exception``) is never rerun.  A graph that may mutate is not rerun
+(rerunning would mutate twice): its exception propagates as it is, and it
+has no side effects to lose, because the tracer never lets a graph hold
+both a mutation and pending side effects (it breaks between them).
 """
 from __future__ import annotations
 
-import functools
 import inspect
-import operator
 import types
 import weakref
 
-import torch
 from bytecode import BinaryOp, Bytecode, CompilerFlags, FreeVar, Instr, Label, TryBegin, TryEnd
 
 from .. import hook
+from ..graph.effects import graph_may_mutate
 from ..interpreter.tracer import SideEffect
 from ..source import (AttrSource, BuiltinSource, DictEntrySource, GlobalSource, ItemSource, LocalSource,
                       ModuleGlobalSource, Source)
@@ -317,24 +316,7 @@ def eager_copy(code: types.CodeType) -> types.CodeType:
     return entry[1]
 
 
-# -- does a graph mutate anything observable? --------------------------------------------------
-#: Functions and methods that change state outside their tensor arguments (RNG, running stats,
-#: grad mode, autocast, autograd's ``.grad``, hooks).
-_STATEFUL_NAMES = {
-    "rand", "rand_like", "randn", "randn_like", "randint", "randint_like", "randperm", "normal", "bernoulli",
-    "multinomial", "poisson", "binomial", "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
-    "feature_alpha_dropout", "feature_dropout", "native_dropout", "rrelu", "gumbel_softmax", "batch_norm",
-    "instance_norm", "native_batch_norm", "_native_batch_norm_legit", "backward", "grad", "retain_grad",
-    "register_hook", "manual_seed", "seed", "set_rng_state", "_set_grad_enabled", "_enter_autocast",
-    "_exit_autocast", "record_stream",
-}
-_INPLACE_OPERATORS = {
-    operator.setitem, operator.delitem, operator.iadd, operator.isub, operator.imul, operator.itruediv,
-    operator.ifloordiv, operator.imod, operator.ipow, operator.iand, operator.ior, operator.ixor,
-    operator.ilshift, operator.irshift, operator.imatmul,
-}
-
-
+# -- does a graph mutate anything observable? (``graph.effects``) -----------------------------
 def _graph_of(graph_call):
     """The ``torch.fx.Graph`` behind a graph call (None when it cannot be found)."""
     _, inputs, output_index = graph_call
@@ -343,104 +325,6 @@ def _graph_of(graph_call):
     for node in output_index:
         return node.graph
     return None
-
-
-def graph_may_mutate(graph) -> bool:
-    """Whether running ``graph`` (even partly, until an op raises) may change observable state.
-
-    Conservative: in-place ops and ``out=`` on a tensor that shares storage
-    with an input, parameter or buffer; random ops, running-stat updates
-    (unless ``training=False``), grad-mode/autocast switches and autograd
-    calls; layers in training mode or with ``inplace=True``; no graph found
-    counts as mutating.
-    """
-    if graph is None:
-        return True
-    external = {_storage(n.meta.get("example_value")) for n in graph.nodes if n.op in ("placeholder", "get_attr")}
-    external.discard(None)
-    for node in graph.nodes:
-        if node.op == "call_module":
-            module = _submodule(graph, node.target)
-            if module is None or module.training or getattr(module, "inplace", False):
-                return True
-        elif node.op in ("call_function", "call_method"):
-            stateful, writes = _effects(node)
-            if stateful:
-                return True
-            if writes and any(_storage(t) is None or _storage(t) in external for t in _tensor_args(node)):
-                return True
-    return False
-
-
-def _effects(node) -> tuple[bool, bool]:
-    """(changes state beyond its tensor arguments, may write its tensor arguments) for one call node."""
-    target = node.target
-    name = target if isinstance(target, str) else getattr(target, "__name__", "")
-    stateful = name in _STATEFUL_NAMES or name.rstrip("_") in _STATEFUL_NAMES or "generator" in node.kwargs
-    if stateful and not _passes_false(node, "training"):
-        return True, True
-    if node.op == "call_function" and target in _INPLACE_OPERATORS:
-        return False, True
-    inplace = name.endswith("_") and not name.endswith("__")
-    dunder_inplace = name.startswith("__i") or name in ("__setitem__", "__delitem__")
-    if inplace or dunder_inplace or "out" in node.kwargs or not _passes_false(node, "inplace", absent=True):
-        return False, True
-    return False, False
-
-
-def _passes_false(node, parameter: str, absent: bool = False) -> bool:
-    """Whether the call gives ``parameter`` the value False (by keyword, position or default).
-
-    ``absent``: the answer when the callee has no such parameter or no
-    readable signature (torch's C functions: they take no ``inplace`` flag,
-    their in-place forms end with ``_``); a call that cannot be bound to its
-    signature counts as not passing False.
-    """
-    if parameter in node.kwargs:
-        return node.kwargs[parameter] is False
-    try:
-        signature = _signature(node.target) if node.op == "call_function" else None
-    except TypeError:  # an unhashable target
-        signature = None
-    if signature is None or parameter not in signature.parameters:
-        return absent
-    try:
-        bound = signature.bind(*node.args, **node.kwargs)
-    except TypeError:
-        return False
-    bound.apply_defaults()
-    return bound.arguments[parameter] is False
-
-
-@functools.lru_cache(maxsize=1024)
-def _signature(target) -> inspect.Signature | None:
-    try:
-        return inspect.signature(target)
-    except (TypeError, ValueError):
-        return None
-
-
-def _tensor_args(node) -> list:
-    found = []
-    torch.fx.node.map_arg((node.args, node.kwargs), lambda n: found.append(n.meta.get("example_value")))
-    return [t for t in found if isinstance(t, torch.Tensor)]
-
-
-def _storage(fake):
-    try:
-        return fake.untyped_storage()._cdata
-    except (NotImplementedError, RuntimeError):
-        return None
-
-
-def _submodule(graph, target):
-    owner = graph.owning_module
-    if owner is None:
-        return None
-    try:
-        return owner.get_submodule(target)
-    except AttributeError:
-        return None
 
 
 def build_rewritten_code(original: types.CodeType, return_value, side_effects, graph_call) -> types.CodeType:

@@ -9,7 +9,10 @@ half entered; ``call`` enters it itself only when used outside that block.
 Graph inputs are tensors reached from the frame (by ``Source``);
 parameters and buffers of modules become ``get_attr`` nodes and built-in
 ``torch.nn`` layers ``call_module`` nodes, both owned by the graph's root
-module.  This module knows nothing about bytecode.
+module.  Each operation is classified as it is added (``effects.node_effect``):
+one that may leave changed state if the graph raises is announced to
+``before_mutation`` (the tracer's program-order rule may refuse it) and
+listed in ``mutations``.  This module knows nothing about bytecode.
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ from torch._subclasses.fake_tensor import (
 
 from ..errors import GraphBreak
 from ..source import Source
+from .effects import MUTATES, node_effect, storage_of
 
 _FAKE_KEY = torch._C._TorchDispatchModeKey.FAKE
 
@@ -56,6 +60,13 @@ class GraphBuilder:
         #: Called before each operation (capture delivers a deferred Ctrl-C there: a point where
         #: no torch code is running and the graph is consistent); None: nothing to do.
         self.before_op = None
+        #: Called before a node that may leave changed state if the graph raises (``effects.MUTATES``)
+        #: is kept; it may raise ``GraphBreak`` (the tracer's program-order rule).  None: nothing to do.
+        self.before_mutation = None
+        #: The ``MUTATES`` nodes created so far (some may have been rolled back since).
+        self.mutations: list[fx.Node] = []
+        #: Storages of the inputs, parameters and buffers: what an in-place op must not write unseen.
+        self.external: set = set()
 
     def propagating(self):
         """Context manager: the fake mode, active for a whole trace."""
@@ -77,6 +88,7 @@ class GraphBuilder:
         node = self._insert_placeholder(name)
         fake = self.fake_of(tensor)
         node.meta["example_value"] = fake
+        self.external.add(storage_of(fake))
         value = TensorValue(node, fake, source, type(tensor))
         self.inputs.append(GraphInput(node, source, tensor))
         self._inputs_by_source[key] = value
@@ -104,6 +116,7 @@ class GraphBuilder:
         self.created.append(node)
         fake = self.fake_of(tensor)
         node.meta["example_value"] = fake
+        self.external.add(storage_of(fake))
         value = TensorValue(node, fake, source, type(tensor))
         self._value_of_fake.setdefault(id(fake), value)
         return value
@@ -149,7 +162,7 @@ class GraphBuilder:
             elif kind == "call_method":
                 call, fake_args = getattr(fake_args[0], target), fake_args[1:]
             else:
-                call = module
+                call = self._on_fakes(module)
             if torch._C._get_dispatch_mode(_FAKE_KEY) is self.fake_mode:
                 fake = call(*fake_args, **fake_kwargs)
             else:  # outside a trace's ``propagating`` block
@@ -169,7 +182,27 @@ class GraphBuilder:
             raise GraphBreak(
                 f"`{what}` raised {type(e).__name__} while capturing ({_first_line(e)}); it runs eagerly instead"
             ) from e
+        if node_effect(node, self.external, module if kind == "call_module" else None, fake) == MUTATES:
+            if self.before_mutation is not None:
+                try:
+                    self.before_mutation()
+                except GraphBreak:
+                    self.graph.erase_node(node)
+                    raise
+            self.mutations.append(node)
         return self.wrap_result(node, fake)
+
+    def _on_fakes(self, module: torch.nn.Module):
+        """``module`` called with fakes of its parameters and buffers: fake mode alone would let it
+        write a real 0-dim buffer (``num_batches_tracked``), which it treats as a constant."""
+        tensors = dict(module.named_parameters(remove_duplicate=False))
+        tensors.update(module.named_buffers(remove_duplicate=False))
+        fakes = {name: self.fake_of(t) for name, t in tensors.items() if t is not None}
+        return lambda *args, **kwargs: torch.func.functional_call(module, fakes, args, kwargs)
+
+    def holds_mutation(self) -> bool:
+        """Whether the graph holds a node that may leave changed state if the graph raises."""
+        return any(not getattr(node, "_erased", False) for node in self.mutations)
 
     def wrap_result(self, node: fx.Node, fake):
         from ..values.constant import ConstantValue, is_literal

@@ -1,0 +1,216 @@
+"""What running one graph node may change besides its result (``node_effect``, ``graph_may_mutate``).
+
+A graph runs before the side effects recorded during its trace are
+replayed.  If it raises midway, what it already changed stays changed, and
+the side effects recorded before the failing operation must still happen
+(issue 7 item 11).  Each node falls in one class:
+
+* ``PURE``: nothing outside its result (in-place ops on tensors the graph
+  made itself included: nobody else can see them).
+* ``MODE_SWITCH``: grad mode and autocast switches.  A compiled graph with
+  such nodes puts both modes back if it raises (``modes.restoring_modes_on_error``),
+  so they leave nothing behind.
+* ``RANDOM``: random ops (``rand``, ``dropout`` and dropout layers in training
+  mode, ``bernoulli``...) on the default generators of the CPU and CUDA
+  devices.  They advance the RNG state, which is observable (later random
+  numbers), but cheap to save: a compiled graph with random nodes saves the
+  generators' states before it runs and puts them back if it raises
+  (``modes.restoring_modes_on_error``, about 1 µs per call, only for such
+  graphs), so a graph whose failure is rerun eagerly draws the same numbers
+  as eager.  Treating them as mutations would make every training forward
+  with dropout and a Python counter split; a random op with an explicit
+  ``generator=`` (not saved) is a mutation.
+* ``MUTATES``: in-place ops and ``out=`` on a tensor sharing storage with a
+  graph input, parameter or buffer; running-stat updates (``batch_norm`` in
+  training mode); autograd calls (``backward``, hooks); RNG seeding; layers in
+  training mode (other than dropout) or with ``inplace=True`` on an input.
+
+A graph without ``MUTATES`` nodes that raises has changed nothing that
+stays changed, so its frame can be rerun eagerly from the start
+(``codegen.rewrite``).  The tracer keeps every graph either free of
+``MUTATES`` nodes or free of pending side effects (it breaks the graph
+between them, ``interpreter.tracer``), so a graph that raises never loses a
+side effect.  This module only classifies nodes; it never changes a graph.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import operator
+
+import torch
+
+PURE, MODE_SWITCH, RANDOM, MUTATES = "pure", "mode switch", "random", "mutates"
+
+#: Random ops (on the default generators unless given ``generator=``).
+_RANDOM_NAMES = {
+    "rand", "rand_like", "randn", "randn_like", "randint", "randint_like", "randperm", "normal", "bernoulli",
+    "multinomial", "poisson", "binomial", "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
+    "feature_alpha_dropout", "feature_dropout", "native_dropout", "rrelu", "gumbel_softmax", "uniform",
+    "exponential", "geometric", "cauchy", "log_normal", "random",
+}
+#: Functions that change state outside their tensor arguments: running stats, autograd, RNG seeding.
+_STATEFUL_NAMES = {
+    "batch_norm", "instance_norm", "native_batch_norm", "_native_batch_norm_legit", "backward", "grad",
+    "retain_grad", "register_hook", "manual_seed", "seed", "set_rng_state", "record_stream",
+}
+_MODE_SWITCHES = {"_set_grad_enabled", "_enter_autocast", "_exit_autocast"}
+_INPLACE_OPERATORS = {
+    operator.setitem, operator.delitem, operator.iadd, operator.isub, operator.imul, operator.itruediv,
+    operator.ifloordiv, operator.imod, operator.ipow, operator.iand, operator.ior, operator.ixor,
+    operator.ilshift, operator.irshift, operator.imatmul,
+}
+#: Device types whose default generators ``modes.restoring_modes_on_error`` saves.
+_SAVED_GENERATORS = ("cpu", "cuda")
+_RANDOM_LAYERS = (torch.nn.Dropout, torch.nn.Dropout1d, torch.nn.Dropout2d, torch.nn.Dropout3d,
+                  torch.nn.AlphaDropout, torch.nn.FeatureAlphaDropout, torch.nn.RReLU)
+
+
+def node_effect(node: torch.fx.Node, external: set, module: torch.nn.Module | None = None, result=None) -> str:
+    """The class of ``node``; ``external``: storages of the graph's inputs, parameters and buffers.
+
+    ``module``: the layer of a ``call_module`` node (None: unknown, a mutation); ``result``: the node's
+    fake result (default: its ``example_value``).
+    """
+    effect = _effect(node, external, module)
+    if effect == RANDOM and not all(t.device.type in _SAVED_GENERATORS for t in
+                                    _tensor_args(node) + _tensors_in(node.meta.get("example_value")
+                                                                     if result is None else result)):
+        return MUTATES
+    return effect
+
+
+def _effect(node, external: set, module) -> str:
+    if node.op == "call_module":
+        if module is None:
+            return MUTATES
+        if getattr(module, "inplace", False) and _writes_external(node, external):
+            return MUTATES
+        if not module.training:
+            return PURE
+        if isinstance(module, _RANDOM_LAYERS) and not any(True for _ in module.buffers()):
+            return RANDOM
+        return MUTATES
+    if node.op not in ("call_function", "call_method"):
+        return PURE
+    target = node.target
+    name = target if isinstance(target, str) else getattr(target, "__name__", "")
+    base = name.rstrip("_")
+    if name in _MODE_SWITCHES:
+        return MODE_SWITCH
+    if name in _STATEFUL_NAMES or base in _STATEFUL_NAMES or "generator" in node.kwargs:
+        if not _passes_false(node, "training"):
+            return MUTATES
+    elif name in _RANDOM_NAMES or base in _RANDOM_NAMES:
+        if _passes_false(node, "training"):
+            return PURE
+        # ``x.bernoulli_()``, ``dropout(x, inplace=True)``: random and a write of the tensor.
+        return MUTATES if _writes(node) and _writes_external(node, external) else RANDOM
+    return MUTATES if _writes(node) and _writes_external(node, external) else PURE
+
+
+def _writes(node) -> bool:
+    """Whether the call may write its tensor arguments."""
+    target = node.target
+    if node.op == "call_function" and target in _INPLACE_OPERATORS:
+        return True
+    name = target if isinstance(target, str) else getattr(target, "__name__", "")
+    inplace = name.endswith("_") and not name.endswith("__")
+    dunder_inplace = name.startswith("__i") or name in ("__setitem__", "__delitem__")
+    return inplace or dunder_inplace or "out" in node.kwargs or not _passes_false(node, "inplace", absent=True)
+
+
+def _writes_external(node, external: set) -> bool:
+    return any(storage_of(t) is None or storage_of(t) in external for t in _tensor_args(node))
+
+
+def external_storages(graph: torch.fx.Graph) -> set:
+    """Storages of the graph's inputs, parameters and buffers."""
+    found = {storage_of(n.meta.get("example_value")) for n in graph.nodes if n.op in ("placeholder", "get_attr")}
+    found.discard(None)
+    return found
+
+
+def graph_may_mutate(graph) -> bool:
+    """Whether running ``graph`` as capture wraps it (modes and RNG state put back if it raises) may leave
+    changed state when it raises midway; no graph found counts as mutating."""
+    if graph is None:
+        return True
+    external = external_storages(graph)
+    for node in graph.nodes:
+        module = _submodule(graph, node.target) if node.op == "call_module" else None
+        if node_effect(node, external, module) == MUTATES:
+            return True
+    return False
+
+
+def random_devices(graph: torch.fx.Graph) -> set[torch.device]:
+    """The devices whose default generators the graph's random nodes may draw from (empty: none)."""
+    devices = set()
+    external = external_storages(graph)
+    for node in graph.nodes:
+        module = _submodule(graph, node.target) if node.op == "call_module" else None
+        if node_effect(node, external, module) == RANDOM:
+            devices.add(torch.device("cpu"))
+            devices.update(t.device for t in _tensor_args(node) + _tensors_in(node.meta.get("example_value")))
+    return devices
+
+
+def storage_of(fake):
+    try:
+        return fake.untyped_storage()._cdata
+    except (AttributeError, NotImplementedError, RuntimeError):
+        return None
+
+
+def _passes_false(node, parameter: str, absent: bool = False) -> bool:
+    """Whether the call gives ``parameter`` the value False (by keyword, position or default).
+
+    ``absent``: the answer when the callee has no such parameter or no
+    readable signature (torch's C functions: they take no ``inplace`` flag,
+    their in-place forms end with ``_``); a call that cannot be bound to its
+    signature counts as not passing False.
+    """
+    if parameter in node.kwargs:
+        return node.kwargs[parameter] is False
+    try:
+        signature = _signature(node.target) if node.op == "call_function" else None
+    except TypeError:  # an unhashable target
+        signature = None
+    if signature is None or parameter not in signature.parameters:
+        return absent
+    try:
+        bound = signature.bind(*node.args, **node.kwargs)
+    except TypeError:
+        return False
+    bound.apply_defaults()
+    return bound.arguments[parameter] is False
+
+
+@functools.lru_cache(maxsize=1024)
+def _signature(target) -> inspect.Signature | None:
+    try:
+        return inspect.signature(target)
+    except (TypeError, ValueError):
+        return None
+
+
+def _tensor_args(node) -> list:
+    found = []
+    torch.fx.node.map_arg((node.args, node.kwargs), lambda n: found.append(n.meta.get("example_value")))
+    return [t for t in found if isinstance(t, torch.Tensor)]
+
+
+def _tensors_in(value) -> list:
+    values = value if isinstance(value, (tuple, list)) else [value]
+    return [t for t in values if isinstance(t, torch.Tensor)]
+
+
+def _submodule(graph, target):
+    owner = graph.owning_module
+    if owner is None:
+        return None
+    try:
+        return owner.get_submodule(target)
+    except AttributeError:
+        return None
