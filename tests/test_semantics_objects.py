@@ -377,3 +377,24 @@ def test_torch_namespaces_with_getattr_stay_torch():
     """``torch.ops`` namespaces have a ``__getattr__``: they are torch objects, not user objects."""
     dynacap.reset()
     assert dynacap.explain(_torch_ops)(torch.ones(2)).graph_break_count == 0
+
+
+class PassThrough:
+    def __init__(self):
+        self.a = [1]
+
+    def __getattribute__(self, key):
+        return super().__getattribute__(key)
+
+
+def _read_then_store(x, c):
+    old = c.a
+    c.a = [2]
+    return x + 1, old
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_value_read_past_the_hook_survives_a_store(backend):
+    """The value read before ``c.a = ...`` is the old list (its source is loaded before the replay)."""
+    run_differential(_read_then_store, torch.ones(2), PassThrough(), backend=CountingBackend(backend),
+                     fresh_inputs=lambda: ((torch.ones(2), PassThrough()), {}))

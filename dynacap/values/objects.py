@@ -83,14 +83,12 @@ def _is_data_descriptor(attr) -> bool:
 
 
 @dataclass(frozen=True)
-class GenericAttrSource(Source):
+class GenericAttrSource(AttrSource):
     """``object.__getattribute__(base, name)``: an attribute read past the class's own lookup hooks.
 
     Guards and reloads through this source never call the user's ``__getattribute__``/``__getattr__``.
+    It is an ``AttrSource`` for everything else (what a side effect's ``setattr`` may change).
     """
-
-    base: Source
-    name: str
 
     def expr(self) -> str:
         return f"object.__getattribute__({self.base.expr()}, {self.name!r})"
@@ -98,9 +96,6 @@ class GenericAttrSource(Source):
     def load(self) -> list[Instr]:
         return [Instr("PUSH_NULL"), Instr("LOAD_CONST", object.__getattribute__), *self.base.emit(),
                 Instr("LOAD_CONST", self.name), Instr("PRECALL", 2), Instr("CALL", 2)]
-
-    def root(self) -> Source:
-        return self.base.root()
 
     def constants(self) -> dict:
         return {**self.base.constants(), "object": object}
