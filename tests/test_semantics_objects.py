@@ -398,3 +398,13 @@ def test_value_read_past_the_hook_survives_a_store(backend):
     """The value read before ``c.a = ...`` is the old list (its source is loaded before the replay)."""
     run_differential(_read_then_store, torch.ones(2), PassThrough(), backend=CountingBackend(backend),
                      fresh_inputs=lambda: ((torch.ones(2), PassThrough()), {}))
+
+
+def _isinstance_checks(x, c):
+    return x * (2 if isinstance(c, int) else 3) + (1 if isinstance(c, collections.abc.Mapping) else 0)
+
+
+@pytest.mark.parametrize("make", [LoggingGetattribute, LiesAboutClass], ids=lambda c: c.__name__)
+def test_isinstance_reads_class_as_eager_does(make):
+    """``isinstance`` reads ``obj.__class__`` (through the class's hooks) when the type alone does not decide."""
+    run_differential(_isinstance_checks, torch.ones(2), make())

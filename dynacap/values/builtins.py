@@ -194,7 +194,17 @@ def _classinfo(value):
 def _isinstance(tx, args, kwargs):
     obj, classes = args
     cls = _classinfo(classes)
-    return ConstantValue(issubclass(obj.python_type(), cls))
+    answer = issubclass(obj.python_type(), cls)
+    from .objects import ObjectValue, has_lookup_hooks
+
+    if isinstance(obj, ObjectValue) and has_lookup_hooks(obj.python_type()) and (not answer or any(
+            type(c) is not type for c in (cls if type(cls) is tuple else (cls,)))):
+        # CPython reads ``obj.__class__`` here (an ABC always does): through the class's own hooks.
+        claimed = obj.getattr(tx, "__class__")
+        if not (claimed.is_constant() and isinstance(claimed.as_constant(), type)):
+            raise GraphBreak(f"isinstance() of {obj.describe()}, whose __class__ is {claimed.describe()}")
+        answer = answer or issubclass(claimed.as_constant(), cls)
+    return ConstantValue(answer)
 
 
 def _abs(tx, args, kwargs):

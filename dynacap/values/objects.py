@@ -507,5 +507,11 @@ def guard_class_attribute(tx, value: Value, obj, name: str, attr) -> None:
         tx.guards.add("NOT_PRESENT", source, f"{name!r} not in {_dict_expr(obj)}",
                       f"{name!r} not in {readable(source)}.__dict__")
     label = getattr(attr, "__qualname__", None) or getattr(getattr(attr, "fget", None), "__qualname__", name)
-    tx.guards.add("ID_MATCH", source, f"type({{s}}).{name} is {{attr}}",
-                  f"type({readable(source)}).{name} is {label}", attr=attr)
+    description = f"type({readable(source)}).{name} is {label}"
+    metaclass_attr = class_lookup(type(type(obj)), name)
+    if metaclass_attr is not _MISSING and _is_data_descriptor(metaclass_attr):
+        # ``type(obj).__class__`` is the metaclass's: read the class dictionaries instead.
+        tx.guards.add("ID_MATCH", source, f"{{lookup}}(type({{s}}), {name!r}) is {{attr}}", description,
+                      lookup=class_lookup, attr=attr)
+        return
+    tx.guards.add("ID_MATCH", source, f"type({{s}}).{name} is {{attr}}", description, attr=attr)
