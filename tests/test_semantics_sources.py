@@ -422,6 +422,19 @@ def _append_in_autocast_then_raise(x, l):
     return y[torch.tensor([5])]
 
 
+def _inplace_then_append_then_raise(x, l):
+    x.add_(1)
+    l.append(1)
+    return x[torch.tensor([5])]
+
+
+def _inplace_then_raise_then_append(x, l):
+    x.add_(1)
+    y = x[torch.tensor([5])]
+    l.append(1)  # not reached in eager either
+    return y
+
+
 def _setattr_global_after_inplace_then_raise(x, obj):
     global _counter
     x.mul_(2)
@@ -440,6 +453,8 @@ _RAISING_AFTER_SIDE_EFFECTS = {
     "F4_inplace_reverse": (_inplace_then_reverse_then_raise, lambda: (torch.ones(3), torch.ones(3), [1, 2, 3], True)),
     "append_inplace": (_append_then_inplace_then_raise, lambda: (torch.ones(3), [])),
     "append_in_autocast": (_append_in_autocast_then_raise, lambda: (torch.ones(3, 3), [])),
+    "inplace_append_raise": (_inplace_then_append_then_raise, lambda: (torch.ones(3), [])),
+    "inplace_raise_append": (_inplace_then_raise_then_append, lambda: (torch.ones(3), [])),
 }
 
 
@@ -447,6 +462,10 @@ _RAISING_AFTER_SIDE_EFFECTS = {
 @pytest.mark.parametrize("case", sorted(_RAISING_AFTER_SIDE_EFFECTS))
 def test_side_effects_before_an_op_that_raises_keep_program_order(case, inner):
     fn, make_args = _RAISING_AFTER_SIDE_EFFECTS[case]
+    if case == "inplace_raise_append" and inner == "aot_eager":
+        # AOTAutograd applies input mutations at the graph's end: a graph raising after `x.add_(1)`
+        # leaves `x` unchanged (known limitation of functionalizing backends, not of the split).
+        pytest.skip("aot_eager defers input mutations to the end of the graph")
     diff = run_differential(fn, *make_args(), backend=_backend(inner))
     assert diff.eager.exception is not None
 
@@ -462,6 +481,20 @@ def test_setattr_and_global_after_an_inplace_op_keep_program_order(inner):
     with pytest.raises(IndexError):
         compiled(x, obj)
     assert (obj.n, _counter, x.tolist()) == (1, 1, [2.0] * 3)
+
+
+def test_side_effects_after_the_last_operation_need_no_split():
+    def f(x, l, obj):
+        x.add_(1)
+        y = x * 2
+        l.append(1)
+        obj.last = y
+        return y
+
+    obj = _Counter()
+    out = dynacap.explain(f)(torch.ones(3), [], obj)
+    assert out.graph_count == 1 and out.graph_break_count == 0, out
+    run_differential(f, torch.ones(3), [], obj)
 
 
 def test_mutation_and_side_effects_split_only_where_they_mix():
@@ -487,7 +520,9 @@ class _TrainingBlock(torch.nn.Module):
 
     def forward(self, x):
         self.steps += 1
-        return self.drop(self.norm(self.lin(x))).relu()
+        out = self.drop(self.norm(self.lin(x))).relu()
+        self.last = out
+        return out
 
 
 @pytest.mark.parametrize("inner", BACKENDS)

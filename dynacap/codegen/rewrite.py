@@ -31,8 +31,9 @@ start, with its arguments, through an unhooked copy of its code
 exception is raised from the user's line.  A ``KeyboardInterrupt`` (any
 non-``Exception``) is never rerun.  A graph that may mutate is not rerun
 (rerunning would mutate twice): its exception propagates as it is, and it
-has no side effects to lose, because the tracer never lets a graph hold
-both a mutation and pending side effects (it breaks between them).
+has no side effects to lose: the tracer lets no operation follow a side
+effect in such a graph (``TraceContext.keep_program_order`` breaks the graph
+there), so eager would not have reached them either.
 """
 from __future__ import annotations
 

@@ -10,9 +10,9 @@ Graph inputs are tensors reached from the frame (by ``Source``);
 parameters and buffers of modules become ``get_attr`` nodes and built-in
 ``torch.nn`` layers ``call_module`` nodes, both owned by the graph's root
 module.  Each operation is classified as it is added (``effects.node_effect``):
-one that may leave changed state if the graph raises is announced to
-``before_mutation`` (the tracer's program-order rule may refuse it) and
-listed in ``mutations``.  This module knows nothing about bytecode.
+``before_node`` hears whether it may leave changed state if the graph
+raises (the tracer's program-order rule may refuse it), and those that may
+are listed in ``mutations``.  This module knows nothing about bytecode.
 """
 from __future__ import annotations
 
@@ -60,9 +60,10 @@ class GraphBuilder:
         #: Called before each operation (capture delivers a deferred Ctrl-C there: a point where
         #: no torch code is running and the graph is consistent); None: nothing to do.
         self.before_op = None
-        #: Called before a node that may leave changed state if the graph raises (``effects.MUTATES``)
-        #: is kept; it may raise ``GraphBreak`` (the tracer's program-order rule).  None: nothing to do.
-        self.before_mutation = None
+        #: Called with whether an operation may leave changed state if the graph raises
+        #: (``effects.MUTATES``) before its node is kept; it may raise ``GraphBreak`` (the tracer's
+        #: program-order rule).  None: nothing to do.
+        self.before_node = None
         #: The ``MUTATES`` nodes created so far (some may have been rolled back since).
         self.mutations: list[fx.Node] = []
         #: Storages of the inputs, parameters and buffers: what an in-place op must not write unseen.
@@ -182,13 +183,14 @@ class GraphBuilder:
             raise GraphBreak(
                 f"`{what}` raised {type(e).__name__} while capturing ({_first_line(e)}); it runs eagerly instead"
             ) from e
-        if node_effect(node, self.external, module if kind == "call_module" else None, fake) == MUTATES:
-            if self.before_mutation is not None:
-                try:
-                    self.before_mutation()
-                except GraphBreak:
-                    self.graph.erase_node(node)
-                    raise
+        mutates = node_effect(node, self.external, module if kind == "call_module" else None, fake) == MUTATES
+        if self.before_node is not None:
+            try:
+                self.before_node(mutates)
+            except GraphBreak:
+                self.graph.erase_node(node)
+                raise
+        if mutates:
             self.mutations.append(node)
         return self.wrap_result(node, fake)
 

@@ -27,10 +27,10 @@ the side effects recorded before the failing operation must still happen
 
 A graph without ``MUTATES`` nodes that raises has changed nothing that
 stays changed, so its frame can be rerun eagerly from the start
-(``codegen.rewrite``).  The tracer keeps every graph either free of
-``MUTATES`` nodes or free of pending side effects (it breaks the graph
-between them, ``interpreter.tracer``), so a graph that raises never loses a
-side effect.  This module only classifies nodes; it never changes a graph.
+(``codegen.rewrite``).  In a graph with ``MUTATES`` nodes no operation
+follows a side effect (the tracer breaks the graph there,
+``TraceContext.keep_program_order``), so when it raises, eager would not
+have reached its side effects either.  This module only classifies nodes; it never changes a graph.
 """
 from __future__ import annotations
 

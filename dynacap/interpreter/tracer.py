@@ -136,25 +136,30 @@ class TraceContext:
     autocasts: list = field(default_factory=list)
 
     def __post_init__(self):
-        self.graph.before_mutation = self.no_pending_side_effects
+        self.graph.before_node = self.keep_program_order
 
-    # -- program order if the graph raises (``graph.effects``) ----------------------------------
-    # The graph runs before the side effects are replayed.  A graph that mutates nothing is rerun
-    # eagerly if it raises (``codegen.rewrite``); one that mutates must have no side effect recorded
-    # before or during it, or a failure would lose them.  So a graph holds possibly-mutating
-    # operations or side effects, never both: the instruction that would mix them runs eagerly
-    # (a graph break), after the graph and the replay, and the rest of the frame resumes.
-    def no_pending_side_effects(self) -> None:
-        if self.side_effects:
+    def keep_program_order(self, mutates: bool) -> None:
+        """Refuse a graph operation that would lose side effects if the graph raised (``graph.effects``).
+
+        The graph runs before the side effects recorded during its trace are
+        replayed.  A graph that changes nothing that stays changed is rerun
+        eagerly if it raises (``codegen.rewrite``).  One that changes an input,
+        parameter or buffer cannot be rerun, so no operation (any may raise)
+        may follow a side effect in it: such an operation runs eagerly (a graph
+        break) after the graph and the replay, and the rest of the frame
+        resumes.  Side effects after its last operation are fine: if the graph
+        raises, eager would not have reached them either.
+        """
+        if not self.side_effects:
+            return
+        if mutates:
             raise GraphBreak("an operation that changes an input, parameter or buffer (in place, or a running-stat "
                              "update) after a Python side effect: the graph is split there so that side effects "
                              "keep program order if it raises")
-
-    def no_graph_mutation(self) -> None:
         if self.graph.holds_mutation():
-            raise GraphBreak("a Python side effect after an operation that changes an input, parameter or buffer "
-                             "(in place, or a running-stat update): the graph is split there so that side effects "
-                             "keep program order if it raises")
+            raise GraphBreak("an operation after a Python side effect in a graph that changes an input, parameter "
+                             "or buffer (in place, or a running-stat update): the graph is split there so that "
+                             "side effects keep program order if it raises")
 
     def rollback(self, nodes: int, side_effects: int) -> None:
         """Forget the graph nodes and side effects recorded after those counts (an instruction that broke)."""
@@ -312,7 +317,6 @@ class Tracer:
         return ModuleGlobalSource(str(module_name), name, self.f_globals)
 
     def store_global(self, name: str, value: Value) -> None:
-        self.ctx.no_graph_mutation()
         self.ctx.global_overrides[(id(self.f_globals), name)] = value
         self.ctx.side_effects.append(SideEffect("store_global", self.f_globals, name, value,
                                                 self.f_globals is self.ctx.f_globals))
@@ -323,13 +327,11 @@ class Tracer:
     def record_setattr(self, target: Value, name: str, value: Value) -> None:
         if target.source is None:
             raise GraphBreak(f"assigning `.{name}` on {target.describe()} created while capturing")
-        self.ctx.no_graph_mutation()
         self.ctx.attribute_overrides[(id(_identity_of(target)), name)] = value
         self.ctx.side_effects.append(SideEffect("setattr", target, name, value))
 
     def record_container_mutation(self, container: Value) -> None:
         """A list/dict from the frame changed: its final contents are written back after the graph."""
-        self.ctx.no_graph_mutation()
         self.ctx.side_effects.append(SideEffect("container", container, "", container))
 
     def module_tensor(self, tensor, hint: str, source):
