@@ -28,11 +28,7 @@ from fuzz.runner import run_program
 CI_SEED = 7_000_000
 CI_PROGRAMS = 200
 #: production -> why it is off in the CI run (a finding not fixed yet in dynacap).
-KNOWN_ENGINE_BUGS: dict[str, str] = {
-    "raising_op": "fuzz-findings F1-F4 (issue 7 item 11): a side effect before an op that raises at run time is "
-                  "lost when the frame has a no_grad block or the graph mutates an input",
-    "bool_k": "fuzz-findings F1, F2, F4: k=True makes `x - k` raise at run time (same bug)",
-}
+KNOWN_ENGINE_BUGS: dict[str, str] = {}
 
 
 def test_fuzz_ci_run():
