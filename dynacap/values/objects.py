@@ -149,22 +149,16 @@ class ObjectValue(Value):
 
     def _run_hook(self, tx, hook_name: str, hook, name: str) -> Value:
         """Inline the class's ``__getattribute__``/``__getattr__`` for ``name``, as eager calls it."""
-        from .functions import UserFunctionValue
-
         if type(hook) is not types.FunctionType:
             raise GraphBreak(f"attribute `{name}` of {self.describe()} comes from a custom {hook_name} "
                              f"({type(hook).__name__})")
-        guard_class_attribute(tx, self, self.obj, hook_name, hook)
-        calling, tx.calling = tx.calling, False  # the hook's result is not a CALL's
-        try:
-            return UserFunctionValue(hook).call(tx, [self, ConstantValue(name)], {})
-        except AttributeMissing as e:
-            raise escaped(e) from None
-        finally:
-            tx.calling = calling
+        return self.call_special(tx, hook_name, [ConstantValue(name)], f"attribute `{name}`")
 
     def call_special(self, tx, name: str, args: list[Value], what: str) -> Value:
-        """``type(obj).<name>(obj, *args)``: a special method written in Python, inlined (``what`` it serves)."""
+        """``type(obj).<name>(obj, *args)``: a special method written in Python, inlined (``what`` it serves).
+
+        An ``AttributeError`` leaving it uncaught is the caller's to handle (``escaped``).
+        """
         from .functions import UserFunctionValue
 
         method = class_lookup(type(self.obj), name)
@@ -178,6 +172,8 @@ class ObjectValue(Value):
         calling, tx.calling = tx.calling, False  # its result is not a CALL's
         try:
             return UserFunctionValue(method).call(tx, [self, *args], {})
+        except AttributeMissing as e:
+            raise escaped(e) from None
         finally:
             tx.calling = calling
 
