@@ -196,19 +196,22 @@ def restoring_modes_on_error(compiled, gm: torch.fx.GraphModule):
     Eager ``with torch.no_grad()`` / ``torch.autocast`` blocks leave on any
     exception (a ``KeyboardInterrupt`` while the graph runs included); the
     graph's switch nodes would not, so the modes at the graph's start are put
-    back.  The default generators its random nodes draw from are put back to
-    their state at the graph's start, so that the frame's eager rerun
-    (``codegen.rewrite``) draws what eager draws (``graph.effects``).  Graphs
+    back.  A graph that is rerun eagerly if it raises (``codegen.rewrite``: it
+    mutates nothing) puts the default generators its random nodes draw from
+    back to their state at its start, so that the rerun draws what eager
+    draws (``graph.effects``).  Graphs
     without such nodes are returned as they are (no cost).
     """
     from torch.amp import autocast_mode
 
-    from .graph.effects import random_devices
+    from .graph.effects import graph_may_mutate, random_devices
 
     targets = {n.target for n in gm.graph.nodes if n.op == "call_function"}
     switches_grad = torch._C._set_grad_enabled in targets
     switches_autocast = autocast_mode._enter_autocast in targets
-    generators = [_default_generator(device) for device in random_devices(gm.graph)]
+    # A graph that may mutate is never rerun: its random draws stand, as eager's would.
+    devices = set() if graph_may_mutate(gm.graph) else random_devices(gm.graph)
+    generators = [_default_generator(device) for device in devices]
     if not (switches_grad or switches_autocast or generators):
         return compiled
 

@@ -13,13 +13,14 @@ the side effects recorded before the failing operation must still happen
 * ``RANDOM``: random ops (``rand``, ``dropout`` and dropout layers in training
   mode, ``bernoulli``...) on the default generators of the CPU and CUDA
   devices.  They advance the RNG state, which is observable (later random
-  numbers), but cheap to save: a compiled graph with random nodes saves the
-  generators' states before it runs and puts them back if it raises
-  (``modes.restoring_modes_on_error``, about 1 µs per call, only for such
-  graphs), so a graph whose failure is rerun eagerly draws the same numbers
-  as eager.  Treating them as mutations would make every training forward
-  with dropout and a Python counter split; a random op with an explicit
-  ``generator=`` (not saved) is a mutation.
+  numbers), but cheap to save: a compiled graph with random nodes and no
+  ``MUTATES`` node saves the generators' states before it runs and puts
+  them back if it raises (``modes.restoring_modes_on_error``, about 1 µs per
+  call, only for such graphs), so its frame's eager rerun draws the same
+  numbers as eager; a graph with ``MUTATES`` nodes is never rerun, and its
+  draws stand, as eager's would.  Counting them as mutations instead would
+  split every training forward that updates a Python counter before its
+  dropout.  A random op given ``generator=`` (not saved) is a mutation.
 * ``MUTATES``: in-place ops and ``out=`` on a tensor sharing storage with a
   graph input, parameter or buffer; running-stat updates (``batch_norm`` in
   training mode); autograd calls (``backward``, hooks); RNG seeding; layers in
@@ -30,7 +31,8 @@ stays changed, so its frame can be rerun eagerly from the start
 (``codegen.rewrite``).  In a graph with ``MUTATES`` nodes no operation
 follows a side effect (the tracer breaks the graph there,
 ``TraceContext.keep_program_order``), so when it raises, eager would not
-have reached its side effects either.  This module only classifies nodes; it never changes a graph.
+have reached its side effects either.  This module only classifies nodes;
+it never changes a graph.
 """
 from __future__ import annotations
 
