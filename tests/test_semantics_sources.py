@@ -588,6 +588,8 @@ _MUTATION_CASES = {
     "setitem_on_view_of_input": (lambda x: x.view(-1).__setitem__(0, 3.0), True),
     "in_place_on_intermediate": (lambda x: (x * 2).add_(1).mul_(2), False),
     "iadd_on_input": (lambda x: x.__iadd__(1), True),
+    "aten_overload_in_place_on_input": (lambda x: torch.ops.aten.add_.Tensor(x, x), True),
+    "aten_overload_random_on_intermediate": (lambda x: torch.ops.aten.bernoulli_.float(x * 1, 0.5), False),
     "out_argument": (lambda x: torch.add(x, 1, out=x), True),
     # Random ops and mode switches are undone by the compiled graph's wrapper if it raises (graph.effects).
     "random": (lambda x: x + torch.rand(3), False),

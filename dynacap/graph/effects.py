@@ -96,7 +96,7 @@ def _effect(node, external: set, module) -> str:
     if node.op not in ("call_function", "call_method"):
         return PURE
     target = node.target
-    name = target if isinstance(target, str) else getattr(target, "__name__", "")
+    name = _name_of(target)
     base = name.rstrip("_")
     if name in _MODE_SWITCHES:
         return MODE_SWITCH
@@ -116,10 +116,19 @@ def _writes(node) -> bool:
     target = node.target
     if node.op == "call_function" and target in _INPLACE_OPERATORS:
         return True
-    name = target if isinstance(target, str) else getattr(target, "__name__", "")
+    schema = getattr(target, "_schema", None)  # an ATen overload (``torch.ops.aten.add_.Tensor``)
+    if schema is not None and schema.is_mutable:
+        return True
+    name = _name_of(target)
     inplace = name.endswith("_") and not name.endswith("__")
     dunder_inplace = name.startswith("__i") or name in ("__setitem__", "__delitem__")
     return inplace or dunder_inplace or "out" in node.kwargs or not _passes_false(node, "inplace", absent=True)
+
+
+def _name_of(target) -> str:
+    """A call's function or method name; an ATen overload's without its overload (``add_.Tensor``: ``add_``)."""
+    name = target if isinstance(target, str) else getattr(target, "__name__", "")
+    return name.split(".")[0]
 
 
 def _writes_external(node, external: set) -> bool:
