@@ -37,7 +37,8 @@ from ..values.autocast import AutocastExitValue
 from ..values.grad_mode import GradExitValue
 from . import resume
 from .emitter import Emitter
-from .liveness import exception_table, live_at, real_offset
+from ..interpreter.regions import regions
+from .liveness import live_at, real_offset
 from .rewrite import build_code, emit_graph_call, emit_side_effects
 
 _BINARY_LIKE = {"BINARY_OP", "COMPARE_OP", "IS_OP", "CONTAINS_OP", "BINARY_SUBSCR"}
@@ -92,30 +93,6 @@ def result_layout(ins) -> list[str]:
     return [resume.ARG]
 
 
-def _regions(code: types.CodeType, offset: int) -> tuple[int, int]:
-    """(try regions, with regions) whose protected span contains ``offset``."""
-    import dis
-
-    by_offset = {i.offset: i for i in dis.get_instructions(code)}
-    spans: dict[int, list[int]] = {}
-    for entry in exception_table(code):
-        span = spans.setdefault(entry.target, [entry.start, entry.end])
-        span[0] = min(span[0], entry.start)
-        span[1] = max(span[1], entry.end)
-    tries = withs = 0
-    for target, (start, end) in spans.items():
-        if not start <= offset < end:
-            continue
-        first = by_offset.get(target)
-        after = by_offset.get(target + 2)
-        if first is not None and first.opname == "PUSH_EXC_INFO" and after is not None \
-                and after.opname == "WITH_EXCEPT_START":
-            withs += 1
-        elif first is not None and first.opname == "PUSH_EXC_INFO":
-            tries += 1
-    return tries, withs
-
-
 #: Most iterations left in an unrolled ``for`` loop that a break inside it may be resumed for.
 #: Each later iteration's break resumes one call deeper (and adds a graph), so this bounds the
 #: nesting; longer loops keep the graph before the break and run the rest eagerly, which is
@@ -158,7 +135,7 @@ def resumable_at(frame: FrameAtBreak, eager: bool) -> str | None:
     why = loops_block_resume(frame)
     if why is not None:
         return why
-    tries, withs = _regions(frame.tracer.code, ins.offset)
+    tries, withs = regions(frame.tracer.code, ins.offset)
     if tries:
         return "inside a try block"
     if withs != len(frame.checkpoint.blocks):

@@ -13,6 +13,8 @@ import dis
 import functools
 import types
 
+from ..interpreter.regions import exception_table
+
 _LOADS = {"LOAD_FAST", "DELETE_FAST", "LOAD_CLOSURE", "LOAD_DEREF", "LOAD_CLASSDEREF", "DELETE_DEREF"}
 _STORES = {"STORE_FAST", "STORE_DEREF"}
 _CALLS = {"CALL", "CALL_FUNCTION_EX"}
@@ -20,11 +22,6 @@ _CALLS = {"CALL", "CALL_FUNCTION_EX"}
 FRAME_READER_NAMES = frozenset({"locals", "vars", "dir", "eval", "exec", "_getframe", "currentframe", "f_locals"})
 _NO_FALLTHROUGH = {"RETURN_VALUE", "RAISE_VARARGS", "RERAISE", "JUMP_FORWARD", "JUMP_BACKWARD",
                    "JUMP_BACKWARD_NO_INTERRUPT"}
-
-
-def exception_table(code: types.CodeType) -> list:
-    """``(start, end, target, depth, lasti)`` entries of a 3.11 code object."""
-    return list(dis._parse_exception_table(code))
 
 
 def real_offset(code: types.CodeType, offset: int) -> int:

@@ -11,13 +11,12 @@ raising are graph breaks.  ``YIELD_VALUE`` only runs in inlined generators
 """
 from __future__ import annotations
 
-import functools
-
 from ..errors import GraphBreak
 from ..values.base import Value
 from ..values.constant import ConstantValue
 from ..values.containers import DictValue, IteratorValue, SequenceValue
 from ..values.iterators import GeneratorValue, PullIterator, iterator_of
+from .regions import protected
 from .tracer import handles
 
 
@@ -157,7 +156,7 @@ def _return_generator(tx, ins):
 def _yield_value(tx, ins):
     if tx.yielded is None:
         raise GraphBreak("`yield` outside an inlined generator")
-    if _protected(tx.code, ins.offset):
+    if protected(tx.code, ins.offset):
         # Suspended there, the generator would run its handler when closed (a `finally`, a
         # `with` block's __exit__) at a moment the capture cannot replay.
         raise GraphBreak("`yield` inside a try or with block is not captured (closing the generator there "
@@ -166,13 +165,3 @@ def _yield_value(tx, ins):
     tx.push(ConstantValue(None))  # next() sends None
 
 
-@functools.lru_cache(maxsize=256)
-def _protected_spans(code) -> tuple:
-    from ..codegen.liveness import exception_table
-
-    return tuple((entry.start, entry.end) for entry in exception_table(code))
-
-
-def _protected(code, offset: int) -> bool:
-    """Whether ``offset`` is covered by an exception handler (try, with, finally)."""
-    return any(start <= offset < end for start, end in _protected_spans(code))

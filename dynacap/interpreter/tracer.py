@@ -27,6 +27,7 @@ from ..graph import GraphBuilder
 from ..guards import GuardSet
 from ..source import BuiltinSource, GlobalSource, ModuleGlobalSource
 from ..values.base import Value
+from .regions import in_try
 from .skipfiles import is_layer_file
 
 #: opname -> handler(tracer, instruction); filled by the ``ops_*`` modules.
@@ -134,11 +135,36 @@ class TraceContext:
     library_depth: int = 0
     #: Real autocast contexts entered for captured ``with torch.autocast()`` blocks, innermost last.
     autocasts: list = field(default_factory=list)
+    #: The tracer whose instruction is running (innermost frame of the inlined chain).
+    running: "Tracer | None" = None
+    #: Whether the graph holds an operation a ``try`` handler protects (kept after rollbacks: conservative).
+    handled_ops: bool = False
 
     def __post_init__(self):
         self.graph.before_node = self.keep_program_order
 
     def keep_program_order(self, mutates: bool) -> None:
+        """Called before each graph operation: break where a raising graph would skip eager's effects."""
+        self._keep_handlers_reachable(mutates)
+        self._keep_side_effects_in_order(mutates)
+
+    def _keep_handlers_reachable(self, mutates: bool) -> None:
+        """Refuse a graph operation whose failure a ``try`` handler could not see (``graph.effects``).
+
+        A graph runs outside the frame's ``try`` blocks.  One that changes nothing
+        that stays changed is rerun eagerly if it raises, so the handler runs;
+        one that changes an input, parameter or buffer cannot be rerun, so it may
+        not also hold operations inside a ``try`` block (of the frame or of a
+        caller in the inlined chain): the graph is split there.
+        """
+        inside = self.running is not None and self.running.inside_try()
+        if inside and (mutates or self.graph.holds_mutation()) or mutates and self.handled_ops:
+            raise GraphBreak("an operation inside a try block in a graph that changes an input, parameter or "
+                             "buffer (in place, or a running-stat update): the graph is split there so that the "
+                             "except/finally handler runs if it raises")
+        self.handled_ops = self.handled_ops or inside
+
+    def _keep_side_effects_in_order(self, mutates: bool) -> None:
         """Refuse a graph operation that would lose side effects if the graph raised (``graph.effects``).
 
         The graph runs before the side effects recorded during its trace are
@@ -241,7 +267,9 @@ class Tracer:
         self.current = instruction
         checkpoint = self.checkpoint()
         self.ip += 1
-        self.ctx.instructions_run += 1
+        ctx = self.ctx
+        ctx.instructions_run += 1
+        outer, ctx.running = ctx.running, self
         try:
             if self.ctx.instructions_run > config.max_unroll * 16:
                 raise GraphBreak("the captured code runs too many instructions (a very long or endless loop)")
@@ -253,6 +281,17 @@ class Tracer:
             # Outer frames are prepended as the break propagates out of inlined calls.
             e.frames.insert(0, FrameAtBreak(self, checkpoint, instruction))
             raise
+        finally:
+            ctx.running = outer
+
+    def inside_try(self) -> bool:
+        """Whether a ``try`` handler of this frame or of a caller protects the current instruction."""
+        tracer = self
+        while tracer is not None:
+            if tracer.current is not None and in_try(tracer.code, tracer.current.offset):
+                return True
+            tracer = tracer.parent
+        return False
 
     def checkpoint(self) -> "Checkpoint":
         """The state before an instruction: enough to resume the frame at it after a break."""

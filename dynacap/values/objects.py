@@ -16,13 +16,13 @@ descriptors and effects are graph breaks.
 from __future__ import annotations
 
 import collections.abc
-import dis
 import types
 from dataclasses import dataclass
 
 from bytecode import Instr
 
 from ..errors import GraphBreak
+from ..interpreter.regions import protected
 from ..source import AttrSource, Source
 from .base import Value
 from .constant import ConstantValue
@@ -228,7 +228,7 @@ def escaped(e: AttributeMissing) -> AttributeMissing:
 
     for frame in e.frames:
         code = frame.tracer.code
-        if code.co_flags & inspect.CO_GENERATOR or _handled(code, frame.instruction.offset):
+        if code.co_flags & inspect.CO_GENERATOR or protected(code, frame.instruction.offset):
             return e
     return AttributeMissing(e.reason)
 
@@ -316,11 +316,6 @@ class DictStorageSource(Source):
 
     def constants(self) -> dict:
         return {**self.base.constants(), "dict": dict}
-
-
-def _handled(code, offset: int) -> bool:
-    """Whether an exception raised at ``offset`` in ``code`` is caught in that frame."""
-    return any(entry.start <= offset < entry.end for entry in dis._parse_exception_table(code))
 
 
 def readable(source: Source) -> str:
