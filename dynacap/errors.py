@@ -28,6 +28,11 @@ def set_frame_name(code, name: str, *, hidden: bool = False) -> None:
         _HIDDEN.add(code)
 
 
+def is_generated(code) -> bool:
+    """Whether ``code`` is dynacap's own (a resume or chain function): it was given a frame name."""
+    return code in _FRAME_NAMES
+
+
 def frame_name(code) -> str:
     """How messages name a frame of ``code``: its own name, or what generated code stands for."""
     return _FRAME_NAMES.get(code, code.co_name)

@@ -377,7 +377,7 @@ def test_rerun_of_an_eval_module_counts_its_call_once(inner):
 
 
 # A graph holds possibly-mutating operations or pending side effects, never both (interpreter.tracer):
-# the fuzz findings F1-F4 (/work/coord/fuzz-findings.md) and variants.
+# the fuzz findings F1-F4 (docs/fuzz-findings.md) and variants.
 def _pop_then_bool_subtraction_in_no_grad_frame(x, d, k):  # F1
     d.pop("a", x)
     t = x - k  # k is True: RuntimeError at run time (bool subtraction)

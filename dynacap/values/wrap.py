@@ -18,7 +18,7 @@ import types
 
 import torch
 
-from ..errors import GraphBreak
+from ..errors import GraphBreak, is_generated
 from ..source import ItemSource, Source
 from .base import Value
 from .builtins import TYPE_PREDICATES, BuiltinValue, SignatureValue, TypePredicateValue
@@ -96,14 +96,7 @@ def _made_by_previous_stage(tx, source) -> bool:
     """
     from ..source import LocalSource
 
-    return tx.is_root and isinstance(source, LocalSource) and _is_generated(tx.code)
-
-
-def _is_generated(code) -> bool:
-    """Whether ``code`` is a resume or chain function's (see /work/coord/requests-interp.md)."""
-    from ..codegen import resume
-
-    return code in resume._ENTRY or ".<resume chain at line " in code.co_qualname
+    return tx.is_root and isinstance(source, LocalSource) and is_generated(tx.code)
 
 
 #: Argument names of resume and chain functions that hold the value stack (``resume.stack_arg``).
