@@ -90,6 +90,21 @@ class Emitter:
         if id(value) in self.shared:
             return
         value.reconstruct(self)
+        self._store_shared(value)
+
+    def build_once(self, value, build) -> None:
+        """Push ``value``'s one runtime object: made by ``build(self)`` the first time, then reloaded.
+
+        For objects made while tracing (functions, modules) that must be one
+        new object per run however many places hold them (``return h, h``).
+        """
+        if self.load_shared(value):
+            return
+        build(self)
+        self._store_shared(value)
+        self.load_shared(value)
+
+    def _store_shared(self, value) -> None:
         name = f"___shared{len(self.shared)}"
         self.append("STORE_FAST", name)
         self.shared[id(value)] = name

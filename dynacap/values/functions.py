@@ -44,7 +44,6 @@ class UserFunctionValue(Value):
         self.library_ok = False
         #: False when the function is guarded by its code, not identity (see ``wrap._guard_by_parts``).
         self.identity_known = True
-        self._building = False
 
     def describe(self) -> str:
         return f"function {self.fn.__qualname__}"
@@ -93,17 +92,8 @@ class UserFunctionValue(Value):
         if self.closure_cells is not None:
             raise GraphBreak(f"{self.describe()} (a closure created while capturing) cannot be rebuilt after "
                              "the graph")
-        if self._building:  # called back by ``cg.share`` below
-            self._build(cg)
-            return
         # One runtime function per traced one, however many places hold it (``return h, h``).
-        if not cg.load_shared(self):
-            self._building = True
-            try:
-                cg.share(self)
-            finally:
-                self._building = False
-            cg.load_shared(self)
+        cg.build_once(self, self._build)
 
     def _build(self, cg) -> None:
         """``types.FunctionType(code, globals, None, defaults)``, then its kwdefaults and annotations."""

@@ -48,7 +48,6 @@ class ModuleValue(Value):
         #: False when only the type and the module's state are guarded (see ``guard_stateless``):
         #: the runtime module may be another instance, as for modules made anew on each call.
         self.identity_known = True
-        self._building = False
 
     def describe(self):
         where = f" {self.source.expr()}" if self.source is not None else ""
@@ -66,27 +65,22 @@ class ModuleValue(Value):
         if self.made is None or self.source is not None:
             super().reconstruct(cg)
             return
-        if self._building:  # called back by ``cg.share`` below
-            cls, args, kwargs = self.made
-            cg.append("PUSH_NULL")
-            cg.load_const(cls)
-            for a in args:
-                cg.load_const(a)
-            for v in kwargs.values():
-                cg.load_const(v)
-            if kwargs:
-                cg.append("KW_NAMES", tuple(kwargs))
-            cg.append("PRECALL", len(args) + len(kwargs))
-            cg.append("CALL", len(args) + len(kwargs))
-            return
         # A new module on every run, one per traced creation however many places hold it.
-        if not cg.load_shared(self):
-            self._building = True
-            try:
-                cg.share(self)
-            finally:
-                self._building = False
-            cg.load_shared(self)
+        cg.build_once(self, self._build)
+
+    def _build(self, cg) -> None:
+        """``cls(*args, **kwargs)`` with the constant arguments it was made with while tracing."""
+        cls, args, kwargs = self.made
+        cg.append("PUSH_NULL")
+        cg.load_const(cls)
+        for a in args:
+            cg.load_const(a)
+        for v in kwargs.values():
+            cg.load_const(v)
+        if kwargs:
+            cg.append("KW_NAMES", tuple(kwargs))
+        cg.append("PRECALL", len(args) + len(kwargs))
+        cg.append("CALL", len(args) + len(kwargs))
 
     def unspecialize(self, tx) -> "ModuleValue":
         """Guard the module by what it is made of, not by identity (it may be made anew on each call).
