@@ -430,3 +430,23 @@ def test_unsupported_states_its_reason_once(capsys):
 ])
 def test_user_text_writes_references_as_users_do(text, expected):
     assert user_text(text) == expected
+
+
+# -- a value built once in the rewritten code, on the path of one branch outcome only -------------------
+
+
+def _function_live_across_a_tensor_branch(x, k):
+    def scale(a):
+        return a * 2
+
+    if x.sum() < k:
+        y = x + 1
+    else:
+        y = x - 1
+    return scale(y), sorted(locals())
+
+
+@pytest.mark.parametrize("k", [-100.0, 100.0])
+def test_value_made_while_tracing_is_built_on_both_branch_outcomes(k):
+    # Found by the fuzzer (seed 100756): the function was built only in the first outcome's code.
+    run_differential(_function_live_across_a_tensor_branch, torch.ones(3), k)

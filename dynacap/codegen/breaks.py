@@ -436,8 +436,11 @@ class BreakCodegen:
             cg.append(ins.opname.replace("BACKWARD", "FORWARD"), jump_label)
             if try_begin is not None:
                 cg.instructions.append(TryEnd(try_begin))
+            shared_before = dict(cg.shared)
             self._emit_resume_call(cg, branches[0], switch_grad)
             cg.instructions.append(jump_label)
+            # The other outcome's code never ran on this path: what it built first is built here again.
+            cg.shared = shared_before
             self._emit_resume_call(cg, branches[1], switch_grad)
         else:
             self._emit_eager(cg, ins)
