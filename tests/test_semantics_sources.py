@@ -624,3 +624,15 @@ def test_value_read_before_an_eager_call_that_mutates_its_slot():
         return t + x
 
     run_differential(f, torch.ones(1), [torch.ones(1), torch.full((1,), 2.0), torch.full((1,), 3.0)])
+
+
+def test_list_made_while_capturing_returned_twice_is_one_object():
+    # Found by the fuzzer (seed 100812): `lst = [xs for _ in xs]; return lst, lst` gave two lists.
+    def f(x, xs):
+        lst = [xs for _ in xs]
+        inner = {"k": x + 1}
+        return lst, lst, [inner, inner]
+
+    run_differential(f, torch.ones(2), [torch.zeros(1), torch.ones(1)])
+    lst, again, (inner, inner_again) = dynacap.optimize(f, backend="eager")(torch.ones(2), [torch.zeros(1)])
+    assert lst is again and inner is inner_again

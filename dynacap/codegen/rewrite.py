@@ -66,7 +66,7 @@ def emit_side_effects(cg: Emitter, side_effects: list[SideEffect], eager_code_fo
         cg.snapshot_sources(_reads_inside)
     elif side_effects:
         cg.snapshot_sources(_Writes(side_effects).touches)
-    _share_stored_containers(cg, side_effects)
+    share_made_containers(cg, [effect.value for effect in side_effects])
     for effect in side_effects:
         if effect.kind == "container":
             _emit_container_update(cg, effect.value)
@@ -119,8 +119,8 @@ class _Writes:
         return False
 
 
-def _share_stored_containers(cg: Emitter, side_effects: list[SideEffect]) -> None:
-    """Build each list/dict made while tracing that a side effect stores once, for every later use."""
+def share_made_containers(cg: Emitter, values) -> None:
+    """Build each list/dict made while tracing that ``values`` hold once, for every later use (aliasing)."""
     from ..values.containers import DictValue, ListValue, SequenceValue
 
     seen: set[int] = set()
@@ -140,8 +140,8 @@ def _share_stored_containers(cg: Emitter, side_effects: list[SideEffect]) -> Non
         if value.source is None and isinstance(value, (ListValue, DictValue)):
             cg.share(value)
 
-    for effect in side_effects:
-        visit(effect.value)
+    for value in values:
+        visit(value)
 
 
 def _emit_container_update(cg: Emitter, container) -> None:
@@ -333,6 +333,7 @@ def build_rewritten_code(original: types.CodeType, return_value, side_effects, g
     cg = Emitter(output_index=graph_call[2] if graph_call else None, lineno=original.co_firstlineno)
     emit_graph_call(cg, graph_call)
     emit_side_effects(cg, side_effects, eager_code_follows=False)
+    share_made_containers(cg, [return_value])  # `return (l, l)` hands back one list twice
     return_value.reconstruct(cg)
     cg.append("RETURN_VALUE")
     return build_code(original, cg.instructions)
