@@ -195,3 +195,47 @@ def _cellref(name: str):
     from bytecode import FreeVar
 
     return FreeVar(name)
+
+
+def _call_on_base(fn, base: Source, arg) -> list[Instr]:
+    """``fn(base, arg)``: a read that must bypass the object's own lookup hooks."""
+    return [Instr("PUSH_NULL"), Instr("LOAD_CONST", fn), *base.emit(), Instr("LOAD_CONST", arg),
+            Instr("PRECALL", 2), Instr("CALL", 2)]
+
+
+@dataclass(frozen=True)
+class GenericAttrSource(AttrSource):
+    """``object.__getattribute__(base, name)``: an attribute read past the class's own lookup hooks.
+
+    Guards and reloads through this source never call the user's ``__getattribute__``/``__getattr__``.
+    It is an ``AttrSource`` for everything else (what a side effect's ``setattr`` may change).
+    """
+
+    def expr(self) -> str:
+        return f"object.__getattribute__({self.base.expr()}, {self.name!r})"
+
+    def load(self) -> list[Instr]:
+        return _call_on_base(object.__getattribute__, self.base, self.name)
+
+    def constants(self) -> dict:
+        return {**self.base.constants(), "object": object}
+
+
+@dataclass(frozen=True)
+class DictStorageSource(Source):
+    """``dict.__getitem__(base, key)``: an entry of a ``dict`` subclass, past its ``__getitem__``."""
+
+    base: Source
+    key: object
+
+    def expr(self) -> str:
+        return f"dict.__getitem__({self.base.expr()}, {self.key!r})"
+
+    def load(self) -> list[Instr]:
+        return _call_on_base(dict.__getitem__, self.base, self.key)
+
+    def root(self) -> Source:
+        return self.base.root()
+
+    def constants(self) -> dict:
+        return {**self.base.constants(), "dict": dict}

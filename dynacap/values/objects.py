@@ -17,13 +17,10 @@ from __future__ import annotations
 
 import collections.abc
 import types
-from dataclasses import dataclass
-
-from bytecode import Instr
 
 from ..errors import GraphBreak
 from ..interpreter.regions import protected
-from ..source import AttrSource, Source
+from ..source import AttrSource, DictStorageSource, GenericAttrSource, Source
 from .base import Value
 from .constant import ConstantValue
 
@@ -80,25 +77,6 @@ def instance_dict(obj) -> dict | None:
 def _is_data_descriptor(attr) -> bool:
     t = type(attr)
     return class_lookup(t, "__set__") is not _MISSING or class_lookup(t, "__delete__") is not _MISSING
-
-
-@dataclass(frozen=True)
-class GenericAttrSource(AttrSource):
-    """``object.__getattribute__(base, name)``: an attribute read past the class's own lookup hooks.
-
-    Guards and reloads through this source never call the user's ``__getattribute__``/``__getattr__``.
-    It is an ``AttrSource`` for everything else (what a side effect's ``setattr`` may change).
-    """
-
-    def expr(self) -> str:
-        return f"object.__getattribute__({self.base.expr()}, {self.name!r})"
-
-    def load(self) -> list[Instr]:
-        return [Instr("PUSH_NULL"), Instr("LOAD_CONST", object.__getattribute__), *self.base.emit(),
-                Instr("LOAD_CONST", self.name), Instr("PRECALL", 2), Instr("CALL", 2)]
-
-    def constants(self) -> dict:
-        return {**self.base.constants(), "object": object}
 
 
 def attribute_source(value: Value, obj, name: str) -> Source | None:
@@ -295,27 +273,6 @@ def builtin_dict_get(tx, value: "ObjectValue", args: list[Value]) -> Value:
                       f"{key!r} not in {readable(value.source)}", m=dict.__contains__, k=key)
         return args[1] if len(args) > 1 else ConstantValue(None)
     return wrap(tx, found, DictStorageSource(value.source, key))
-
-
-@dataclass(frozen=True)
-class DictStorageSource(Source):
-    """``dict.__getitem__(base, key)``: an entry of a ``dict`` subclass, past its ``__getitem__``."""
-
-    base: Source
-    key: object
-
-    def expr(self) -> str:
-        return f"dict.__getitem__({self.base.expr()}, {self.key!r})"
-
-    def load(self) -> list[Instr]:
-        return [Instr("PUSH_NULL"), Instr("LOAD_CONST", dict.__getitem__), *self.base.emit(),
-                Instr("LOAD_CONST", self.key), Instr("PRECALL", 2), Instr("CALL", 2)]
-
-    def root(self) -> Source:
-        return self.base.root()
-
-    def constants(self) -> dict:
-        return {**self.base.constants(), "dict": dict}
 
 
 def readable(source: Source) -> str:
