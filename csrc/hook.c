@@ -381,7 +381,7 @@ dynacap_eval_frame(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwf
         Py_DECREF(result);
         Py_DECREF(owner);
         if (entry == NULL || (cache = dc_code_cache_ensure(code)) == NULL ||
-            PyList_Append(cache->entries, entry) < 0) {
+            PyList_Insert(cache->entries, 0, entry) < 0) {
             Py_XDECREF(entry);
             Py_DECREF(locals);
             return NULL;

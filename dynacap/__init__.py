@@ -1,11 +1,13 @@
 """dynacap: capture PyTorch programs as FX graphs while they run (PEP 523, CPython 3.11).
 
 Public API (see README.md): ``optimize``, ``explain``, ``reset``, ``disable``,
-``config``, ``register_backend``, ``list_backends``, ``Unsupported``.
+``config``, ``register_backend``, ``list_backends``, ``Unsupported``,
+``mark_dynamic``, ``mark_static``, ``maybe_mark_dynamic``.
 """
 from . import config
 from .backends import list_backends, register_backend
-from .errors import Unsupported
+from .dynamic import mark_dynamic, mark_static, maybe_mark_dynamic
+from .errors import ConstraintViolation, Unsupported
 from .explain import ExplainOutput, explain
 from .logs import configure as _configure_logs
 from .optimize import OptimizedModule, disable, optimize, reset
@@ -21,6 +23,10 @@ __all__ = [
     "register_backend",
     "list_backends",
     "Unsupported",
+    "ConstraintViolation",
+    "mark_dynamic",
+    "mark_static",
+    "maybe_mark_dynamic",
     "OptimizedModule",
     "ExplainOutput",
 ]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dis
 import logging
+import re
 import time
 import types
 import warnings
@@ -29,7 +30,10 @@ from .codegen import resume
 from .codegen.breaks import BreakCodegen, plan_levels
 from .codegen.emitter import Emitter
 from .codegen.rewrite import build_rewritten_code, emit_side_effects
+from .dynamic import ShapePolicy
 from .errors import BackendError, BreakReason, GraphBreak, Unsupported, frame_name, user_text
+from .graph import GraphBuilder
+from .graph.shapes import NeedsSymbolicShapes
 from .guards import compile_guards
 from .interpreter import TraceContext, Tracer
 from .interpreter.skipfiles import is_skipped_file
@@ -105,15 +109,11 @@ class CaptureContext:
         # The limit counts this context's entries: other backends or options do not use up its room.
         entries = [e for e in hook.cache_entries(code) if e[2] is self.callback]
         if entries:
-            self._log_recompile(code, entries, f_locals, f_globals)
+            self._log_recompile(code, entries[0], f_locals, f_globals)
             if len(entries) >= config.cache_size_limit:
                 if code not in _warned_cache_limit:
                     _warned_cache_limit.add(code)
-                    warnings.warn(
-                        f"dynacap: {frame_name(code)} ({code.co_filename}:{code.co_firstlineno}) was recompiled "
-                        f"config.cache_size_limit={config.cache_size_limit} times; running it eagerly from now on",
-                        stacklevel=2,
-                    )
+                    warnings.warn(self._cache_limit_message(code, entries[0], f_locals, f_globals), stacklevel=2)
                 self.run_eagerly(code)
                 return None
         state = TorchState()
@@ -147,7 +147,15 @@ class CaptureContext:
     # -- one frame -----------------------------------------------------------------
     def capture_frame(self, code: types.CodeType, f_locals: dict, f_globals: dict, f_builtins: dict):
         start = time.perf_counter()
-        tctx = TraceContext(f_globals, f_builtins, initial_grad=torch.is_grad_enabled())
+        policy = ShapePolicy(code, self.dynamic)
+        try:
+            return self._capture(code, f_locals, f_globals, f_builtins, policy, policy.expects_symbolic(), start)
+        except NeedsSymbolicShapes:
+            return self._capture(code, f_locals, f_globals, f_builtins, policy, True, start)
+
+    def _capture(self, code, f_locals, f_globals, f_builtins, policy: ShapePolicy, symbolic: bool, start: float):
+        tctx = TraceContext(f_globals, f_builtins, initial_grad=torch.is_grad_enabled(),
+                            graph=GraphBuilder(symbolic=symbolic), shapes=policy)
         tctx.guards.global_state()
         tracer = Tracer(code, tctx, f_globals)
         tracer.frame_values = dict(f_locals)
@@ -172,7 +180,12 @@ class CaptureContext:
             while tctx.autocasts:  # leave autocast blocks the trace entered (a break inside one)
                 tctx.autocasts.pop().__exit__(None, None, None)
             torch._C._set_grad_enabled(tctx.initial_grad)
-        tctx.guards.distinct_tensors([i.source for i in tctx.graph.inputs])
+        tctx.guards.distinct_tensors([i.source for i in tctx.graph.inputs if isinstance(i.example, torch.Tensor)])
+        if tctx.graph.shapes is not None:
+            # After the backend compiled: it may have added assumptions of its own.
+            expressions, constants = tctx.graph.shapes.guards()
+            for expr in expressions:
+                tctx.guards.symbolic_shape(expr, constants)
         guard = compile_guards(tctx.guards, f_builtins)
         self._log_entry(code, new_code, guard)
         if self.record is not None:
@@ -222,7 +235,10 @@ class CaptureContext:
             self.record.graphs.append(gm)
         logs.get("graph").debug("captured graph for %s (%s:%s):\n%s", frame_name(code), code.co_filename,
                                 code.co_firstlineno, gm.graph)
-        example_inputs = [i.example for i in tctx.graph.inputs]
+        # A symbolic graph gets fakes (of the trace's ShapeEnv) and SymInts, so the backend compiles it
+        # for every size; real tensors would make it compile for these sizes only.
+        symbolic = tctx.graph.shapes is not None and not tctx.graph.shapes.is_static()
+        example_inputs = [i.fake if symbolic else i.example for i in tctx.graph.inputs]
         try:
             with _interrupts.released():  # a long compile (inductor) stays interruptible
                 compiled = self.backend(gm, example_inputs)
@@ -233,15 +249,28 @@ class CaptureContext:
         return compiled, tctx.graph.inputs, {node: i for i, node in enumerate(outputs)}
 
     # -- logs --------------------------------------------------------------------------
-    def _log_recompile(self, code, entries, f_locals, f_globals) -> None:
+    def _cache_limit_message(self, code, entry, f_locals, f_globals) -> str:
+        compiled = getattr(entry[0], "compiled_guard", None)
+        failing = compiled.failing(f_locals, f_globals) if compiled is not None else None
+        text = (f"dynacap: {frame_name(code)} ({code.co_filename}:{code.co_firstlineno}) was recompiled "
+                f"config.cache_size_limit={config.cache_size_limit} times; running it eagerly from now on")
+        if failing is None:
+            return text
+        guard, why = failing
+        text += f". The last recompile was for: {user_text(why)}"
+        is_int = guard.kind == "EQUALS_MATCH" and re.fullmatch(r".* == -?\d+", guard.description)
+        if guard.kind in ("TENSOR_MATCH", "SYMBOLIC_SHAPE") or is_int:
+            hint = "this int varies" if is_int else "sizes vary"
+            text += (f"; if {hint} between calls, dynacap.mark_dynamic(tensor, dim) or "
+                     "optimize(..., dynamic=True) compiles one graph for all of them")
+        return text
+
+    def _log_recompile(self, code, entry, f_locals, f_globals) -> None:
+        """One line per recompile: the guard that failed in the most recently used entry."""
         log = logs.get("recompiles")
-        if not log.isEnabledFor(logging.DEBUG):
-            return
-        for guard, *_ in entries:
-            compiled = getattr(guard, "compiled_guard", None)
-            failure = compiled.first_failure(f_locals, f_globals) if compiled is not None else None
+        if log.isEnabledFor(logging.DEBUG):
             log.debug("recompiling %s (%s:%s): guard failed: %s", frame_name(code), code.co_filename,
-                      code.co_firstlineno, failure)
+                      code.co_firstlineno, _first_failure(entry, f_locals, f_globals))
 
     def _log_entry(self, code, new_code, guard) -> None:
         glog = logs.get("guards")
@@ -250,6 +279,12 @@ class CaptureContext:
         blog = logs.get("bytecode")
         if blog.isEnabledFor(logging.DEBUG):
             blog.debug("bytecode of %s:\n%s", frame_name(code), side_by_side(code, new_code))
+
+
+def _first_failure(entry, f_locals, f_globals) -> str | None:
+    """The first guard of a cache entry that fails for these locals and globals (slow: for messages)."""
+    compiled = getattr(entry[0], "compiled_guard", None)
+    return compiled.first_failure(f_locals, f_globals) if compiled is not None else None
 
 
 def close_autocast_blocks(tctx: TraceContext, chain) -> None:

@@ -117,5 +117,9 @@ class Unsupported(RuntimeError):
         super().__init__("\n".join([f"{reason.location()}: {reason.reason}", *stack]))
 
 
+class ConstraintViolation(Unsupported):
+    """A dim marked with ``mark_dynamic`` was specialized to a constant by the captured code."""
+
+
 class BackendError(RuntimeError):
     """The backend failed to compile a captured graph."""

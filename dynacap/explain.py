@@ -50,12 +50,17 @@ class ExplainOutput(CaptureRecord):
 
 
 def explain(fn):
-    """``explain(fn)(*args, **kwargs)`` runs ``fn`` once under fresh capture and returns an ``ExplainOutput``."""
+    """``explain(fn)(*args, **kwargs)`` runs ``fn`` once under fresh capture and returns an ``ExplainOutput``.
+
+    An ``optimize`` wrapper is explained with its ``dynamic`` option (the eager backend is used).
+    """
     import torch
 
     from .backends import eager
     from .optimize import _module_entry, reset, unwrap
 
+    options = getattr(fn, "_dynacap_ctx", None)
+    dynamic = options.dynamic if options is not None else None
     target = unwrap(fn)
     if isinstance(target, torch.nn.Module):
         entry = _module_entry(target)
@@ -65,7 +70,7 @@ def explain(fn):
 
     def run(*args, **kwargs):
         record = CaptureRecord()
-        ctx = CaptureContext(eager, record=record)
+        ctx = CaptureContext(eager, dynamic=dynamic, record=record)
         reset()
         try:
             result = hook.call_with_callback(ctx.callback, call, *args, **kwargs)

@@ -7,7 +7,6 @@ so that the called frame and everything it calls are captured by the hook.
 from __future__ import annotations
 
 import functools
-import warnings
 import weakref
 
 import torch
@@ -24,9 +23,6 @@ def optimize(fn_or_module=None, *, backend="inductor", fullgraph: bool = False, 
     """
     if fn_or_module is None:
         return functools.partial(optimize, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
-    if dynamic:
-        warnings.warn("dynacap: dynamic=True is not implemented yet; shapes are specialized (and guarded), "
-                      "so new shapes recompile", stacklevel=2)
     # Wrappers with the same backend and options share one context, and so its cache entries.
     ctx = CaptureContext.shared(lookup_backend(backend), fullgraph=fullgraph, dynamic=dynamic)
     if isinstance(fn_or_module, torch.nn.Module):
@@ -175,11 +171,12 @@ def disable(fn):
 def reset() -> None:
     """Drop every cached compiled frame (and every skip mark)."""
     hook.reset_all()
-    from . import capture
+    from . import capture, dynamic
     from .codegen import resume
 
     resume.clear()
     capture.reset()
+    dynamic.reset()
 
 
 def unwrap(fn):

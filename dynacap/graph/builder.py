@@ -30,21 +30,31 @@ from torch._subclasses.fake_tensor import (
 from ..errors import GraphBreak
 from ..source import Source
 from .effects import MUTATES, node_effect, storage_of
+from .shapes import SYMBOLIC, NeedsSymbolicShapes, SymbolicShapes
 
 _FAKE_KEY = torch._C._TorchDispatchModeKey.FAKE
 
 
 @dataclass
 class GraphInput:
+    """A placeholder: what feeds it at run time (``source``), the real example and its fake.
+
+    ``fake`` is a fake tensor, or a ``SymInt`` for an int argument made symbolic.
+    """
+
     node: fx.Node
     source: Source
-    example: torch.Tensor
+    example: object
+    fake: object
 
 
 class GraphBuilder:
-    def __init__(self):
+    def __init__(self, symbolic: bool = False):
         self.graph = fx.Graph()
-        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+        #: The trace's ShapeEnv work when some input may be symbolic (dynamic shapes), else None.
+        self.shapes = SymbolicShapes() if symbolic else None
+        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True,
+                                        shape_env=self.shapes.env if symbolic else None)
         self.inputs: list[GraphInput] = []
         self._inputs_by_source: dict[str, object] = {}
         self._attr_names: dict[int, str] = {}
@@ -74,27 +84,55 @@ class GraphBuilder:
         return self.fake_mode
 
     # -- inputs -----------------------------------------------------------------
-    def input_tensor(self, source: Source, tensor: torch.Tensor):
-        """The ``TensorValue`` for a tensor reached from the frame by ``source`` (one placeholder per source)."""
+    def input_tensor(self, source: Source, tensor: torch.Tensor, choices=None):
+        """The ``TensorValue`` for a tensor reached from the frame by ``source`` (one placeholder per source).
+
+        ``choices`` (``dynamic.DimChoice`` per dim, or None for all static) says which dims are
+        symbolic; it needs a builder made ``symbolic``.
+        """
         from ..values.tensor import TensorValue
 
         key = source.expr()
         if key in self._inputs_by_source:
             return self._inputs_by_source[key]
+        if choices is not None and self.shapes is None:
+            raise NeedsSymbolicShapes(key)
         for graph_input in self.inputs:
             if graph_input.example is tensor:
                 # The same tensor reached two ways: one placeholder (the caller guards the identity).
                 return self._inputs_by_source[graph_input.source.expr()]
         name = _node_name(key)
         node = self._insert_placeholder(name)
-        fake = self.fake_of(tensor)
-        node.meta["example_value"] = fake
+        if choices is not None:
+            fake = self.shapes.fake_tensor(self.fake_mode, tensor, source, choices)
+            self._fake_cache[id(tensor)] = fake
+            self._faked.append(tensor)
+        else:
+            fake = self.fake_of(tensor)
+        node.meta["example_value"] = node.meta["val"] = fake
         self.external.add(storage_of(fake))
         value = TensorValue(node, fake, source, type(tensor))
-        self.inputs.append(GraphInput(node, source, tensor))
+        self.inputs.append(GraphInput(node, source, tensor, fake))
         self._inputs_by_source[key] = value
         self._value_of_fake[id(fake)] = value
         return value
+
+    def input_symint(self, source: Source, value: int):
+        """The ``SymNumberValue`` for an int argument made symbolic (a placeholder fed from ``source``)."""
+        from ..values.symbolic import SymNumberValue
+
+        key = source.expr()
+        if key in self._inputs_by_source:
+            return self._inputs_by_source[key]
+        if self.shapes is None:
+            raise NeedsSymbolicShapes(key)
+        node = self._insert_placeholder(_node_name(key))
+        sym = self.shapes.symint(value, source)
+        node.meta["example_value"] = node.meta["val"] = sym
+        result = SymNumberValue(node, sym, source)
+        self.inputs.append(GraphInput(node, source, value, sym))
+        self._inputs_by_source[key] = result
+        return result
 
     def _insert_placeholder(self, name: str) -> fx.Node:
         placeholders = [n for n in self.graph.nodes if n.op == "placeholder"]
@@ -219,17 +257,23 @@ class GraphBuilder:
             value = TensorValue(node, fake)
             self._value_of_fake[id(fake)] = value
             return value
+        if isinstance(fake, SYMBOLIC):
+            from ..values.symbolic import SymNumberValue
+
+            node.meta["example_value"] = node.meta["val"] = fake
+            return SymNumberValue(node, fake)
         if isinstance(fake, torch.Size):
-            self._erase_if_unused(node)
-            return SizeValue([ConstantValue(d) for d in fake])
+            if not any(isinstance(d, torch.SymInt) for d in fake):
+                self._erase_if_unused(node)
+                return SizeValue([ConstantValue(d) for d in fake])
+            node.meta["example_value"] = fake
+            return SizeValue([self._item(node, i, d) for i, d in enumerate(fake)])
         if isinstance(fake, (tuple, list)) and _holds_tensor(fake):
             node.meta["example_value"] = fake
             items = []
             for i, x in enumerate(fake):
-                if isinstance(x, torch.Tensor) or (isinstance(x, (tuple, list)) and _holds_tensor(x)):
-                    item = self.graph.call_function(operator.getitem, (node, i))
-                    self.created.append(item)
-                    items.append(self.wrap_result(item, x))
+                if isinstance(x, (torch.Tensor, *SYMBOLIC)) or (isinstance(x, (tuple, list)) and _holds_tensor(x)):
+                    items.append(self._item(node, i, x))
                 elif is_literal(x):
                     items.append(ConstantValue(x))
                 else:
@@ -246,6 +290,16 @@ class GraphBuilder:
             return ConstantValue(fake)
         self.graph.erase_node(node)
         raise GraphBreak(f"an operation returned a {type(fake).__name__}, which cannot be captured")
+
+    def _item(self, node: fx.Node, i: int, fake):
+        """Item ``i`` of a sequence result: a constant, or a ``getitem`` node for a tensor or symbol."""
+        from ..values.constant import ConstantValue
+
+        if not isinstance(fake, (torch.Tensor, *SYMBOLIC, tuple, list)):
+            return ConstantValue(fake)
+        item = self.graph.call_function(operator.getitem, (node, i))
+        self.created.append(item)
+        return self.wrap_result(item, fake)
 
     def _erase_if_unused(self, node: fx.Node) -> None:
         if not node.users:
@@ -266,11 +320,16 @@ class GraphBuilder:
     def op_count(self) -> int:
         """Operations in the graph (grad-mode switches do not count: alone they need no graph)."""
         return sum(1 for n in self.graph.nodes if n.op in ("call_function", "call_method", "call_module")
-                   and n.target is not torch._C._set_grad_enabled)
+                   and n.target is not torch._C._set_grad_enabled
+                   and not isinstance(n.meta.get("example_value"), SYMBOLIC))
 
     def finish(self, outputs: list[fx.Node]) -> fx.GraphModule:
         """Set the graph's outputs (a tuple) and build the ``GraphModule``."""
         self.graph.output(tuple(outputs))
+        # Sizes and relations computed only to be looked at in Python (``if x.size(0) > 8``).
+        for node in reversed(list(self.graph.nodes)):
+            if not node.users and node.op != "placeholder" and isinstance(node.meta.get("example_value"), SYMBOLIC):
+                self.graph.erase_node(node)
         root = torch.nn.Module()
         for name, obj in self.attrs.items():
             if isinstance(obj, torch.nn.Module):
@@ -285,8 +344,9 @@ class GraphBuilder:
 
 
 def _holds_tensor(fake) -> bool:
-    """Whether a (nested) tuple/list result contains a tensor."""
-    return any(isinstance(x, torch.Tensor) or (isinstance(x, (tuple, list)) and _holds_tensor(x)) for x in fake)
+    """Whether a (nested) tuple/list result contains a tensor or a symbolic number."""
+    return any(isinstance(x, (torch.Tensor, *SYMBOLIC)) or (isinstance(x, (tuple, list)) and _holds_tensor(x))
+               for x in fake)
 
 
 def _lower(values, what: str):
@@ -294,6 +354,7 @@ def _lower(values, what: str):
     from ..values.base import Value
     from ..values.constant import ConstantValue
     from ..values.containers import DictValue, SequenceValue
+    from ..values.symbolic import SymNumberValue
     from ..values.tensor import TensorValue
 
     if isinstance(values, dict):
@@ -302,7 +363,7 @@ def _lower(values, what: str):
     if isinstance(values, (list, tuple)):
         pairs = [_lower(v, what) for v in values]
         return [p[0] for p in pairs], [p[1] for p in pairs]
-    if isinstance(values, TensorValue):
+    if isinstance(values, (TensorValue, SymNumberValue)):
         return values.node, values.fake
     if isinstance(values, ConstantValue) or (isinstance(values, Value) and values.is_constant()
                                              and not isinstance(values, SequenceValue)):
@@ -311,6 +372,8 @@ def _lower(values, what: str):
     if isinstance(values, SequenceValue):
         node, fake = _lower(values.items, what)
         t = values.container_type
+        if t is torch.Size and any(isinstance(n, fx.Node) for n in node):
+            return tuple(node), t(fake)  # a size holding symbols: FX takes it as a tuple of nodes and ints
         return t(node), t(fake)
     if isinstance(values, DictValue):
         return _lower(values.items, what)

@@ -8,6 +8,7 @@ guard list and a slow ``first_failure`` explanation (for the
 from __future__ import annotations
 
 import builtins as _builtins
+import re
 
 import torch
 
@@ -28,25 +29,43 @@ class CompiledGuard:
 
     def first_failure(self, L, G) -> str | None:
         """Which guard fails for these locals/globals (slow; for logs and explain)."""
+        failing = self.failing(L, G)
+        return failing[1] if failing is not None else None
+
+    def failing(self, L, G) -> tuple[Guard, str] | None:
+        """The first guard that fails for these locals/globals and a description of how, or None."""
         for g in self.guards:
             scope = _scope(g.constants, G)
             try:
                 ok = eval(g.expr, scope, {"L": L, "G": G})
             except Exception as e:  # a missing local or attribute is a failure, not an error
-                return f"{g.description} (raised {type(e).__name__}: {e})"
+                return g, f"{g.description} (raised {type(e).__name__}: {e})"
             if not ok:
-                detail = ""
-                if g.kind == "TENSOR_MATCH":
-                    spec = next(iter(g.constants.values()))
-                    try:
-                        detail = f" ({spec.mismatch(eval(g.source.expr(), scope, {'L': L, 'G': G}))})"
-                    except Exception:
-                        detail = ""
-                return f"{g.description}{detail}"
+                return g, f"{g.description}{_detail(g, scope, {'L': L, 'G': G})}"
         return None
 
     def describe(self) -> list[str]:
         return [str(g) for g in self.guards]
+
+
+#: What a symbolic-shape guard reads: ``L['x'].size()[0]``, ``L['n']``.
+_SHAPE_READ = re.compile(r"(?:\b[LG]|___g_\w+)\[[^\]]+\](?:\.\w+|\[[^\]]*\])*(?:\.(?:size|stride)\(\)\[\d+\])?")
+
+
+def _detail(g: Guard, scope: dict, frame: dict) -> str:
+    """What the failing guard saw, for messages: `` (size (9, 4) != (8, 4))``, `` (got 3)``."""
+    try:
+        if g.kind == "TENSOR_MATCH":
+            spec = next(iter(g.constants.values()))
+            return f" ({spec.mismatch(eval(g.source.expr(), scope, frame))})"
+        if g.kind == "EQUALS_MATCH" and g.source is not None:
+            return f" (got {eval(g.source.expr(), scope, frame)!r})"
+        if g.kind == "SYMBOLIC_SHAPE":
+            reads = dict.fromkeys(_SHAPE_READ.findall(g.expr))
+            return " (" + ", ".join(f"{r} = {eval(r, scope, frame)!r}" for r in reads) + ")"
+    except Exception:
+        pass
+    return ""
 
 
 def _scope(constants: dict, G) -> dict:

@@ -26,6 +26,7 @@ COST = {
     "MODULE_STATE": 4,
     "TENSOR_ALIASING": 8,
     "TENSOR_MATCH": 9,
+    "SYMBOLIC_SHAPE": 10,
 }
 
 
@@ -123,18 +124,30 @@ class GuardSet:
         self.type_match(source, obj)
         self.add("LENGTH", source, f"len({{s}}) == {len(obj)}")
 
-    def tensor_match(self, source: Source, t: torch.Tensor) -> None:
-        size = tuple(t.shape)
-        stride = tuple(t.stride())
-        desc = (f"{source.expr()}: {type(t).__name__} {str(t.dtype).replace('torch.', '')}{list(size)} "
+    def tensor_match(self, source: Source, t: torch.Tensor, fake: torch.Tensor | None = None) -> None:
+        """Type, dtype, device, requires_grad, sizes and strides of a tensor input.
+
+        With ``fake`` (the input's fake tensor), dims and strides it has as symbols
+        (dynamic shapes) are not compared here: the ShapeEnv's guards say what they
+        may be (``GuardSet.symbolic_shape``).
+        """
+        size = _pattern(t.shape, fake.shape if fake is not None else None)
+        stride = _pattern(t.stride(), fake.stride() if fake is not None else None)
+        shown = [d if d is not None else s for d, s in zip(size, fake.shape)] if None in size else list(size)
+        desc = (f"{source.expr()}: {type(t).__name__} {str(t.dtype).replace('torch.', '')}{shown} "
                 f"stride={list(stride)} device={t.device} requires_grad={t.requires_grad}")
         # One inline expression (no helper call): the tensor is read once through a walrus.
         device = "{v}.is_cpu" if t.device.type == "cpu" else "{v}.device == {device}"
         template = ("(type({v} := {s}) is {t} and {v}.dtype is {dtype} and {v}.requires_grad is "
-                    f"{t.requires_grad} and {{v}}.shape == {size!r} and {{v}}.stride() == {stride!r} "
-                    f"and {device})")
-        self.add("TENSOR_MATCH", source, template.replace("{v}", "{var}"), desc, spec=TensorSpec.of(t),
-                 var=_VARIABLE, t=type(t), dtype=t.dtype, device=t.device)
+                    f"{t.requires_grad} and {_matches('{v}.shape', '{sh}', size)} and "
+                    f"{_matches('{v}.stride()', '{st}', stride)} and {device})")
+        self.add("TENSOR_MATCH", source, template.replace("{v}", "{var}"), desc, spec=TensorSpec.of(t, size, stride),
+                 var=_VARIABLE, sh=_VARIABLE, st=_VARIABLE, t=type(t), dtype=t.dtype, device=t.device)
+
+    def symbolic_shape(self, expr: str, constants: dict) -> None:
+        """A relation the ShapeEnv recorded (``2 <= L['x'].size()[0]``); ``constants``: names it uses."""
+        if expr not in self._guards:
+            self._guards[expr] = Guard("SYMBOLIC_SHAPE", None, expr, dict(constants), expr)
 
     def distinct_tensors(self, sources: list[Source]) -> None:
         """Tensor inputs that were different objects must stay different (graphs assume no aliasing)."""
@@ -167,8 +180,10 @@ class TensorSpec:
     stride: tuple
 
     @staticmethod
-    def of(t: torch.Tensor) -> "TensorSpec":
-        return TensorSpec(type(t), t.dtype, t.device, t.requires_grad, tuple(t.shape), tuple(t.stride()))
+    def of(t: torch.Tensor, size: tuple | None = None, stride: tuple | None = None) -> "TensorSpec":
+        """The spec of ``t``; ``size``/``stride`` may hold None for symbolic dims (any value matches)."""
+        return TensorSpec(type(t), t.dtype, t.device, t.requires_grad,
+                          tuple(t.shape) if size is None else size, tuple(t.stride()) if stride is None else stride)
 
     def mismatch(self, t) -> str | None:
         """A readable description of the first difference, or None if ``t`` matches."""
@@ -181,9 +196,27 @@ class TensorSpec:
             ("size", tuple(t.shape), self.size),
             ("stride", tuple(t.stride()), self.stride),
         ):
+            if isinstance(want, tuple) and None in want and len(got) == len(want):
+                got = tuple(None if w is None else g for g, w in zip(got, want))
             if got != want:
                 return f"{what} {got} != {want}"
         return None
+
+
+def _pattern(values, symbolic) -> tuple:
+    """The ints of ``values`` (sizes or strides), None where ``symbolic`` (the fake's) has a symbol."""
+    if symbolic is None:
+        return tuple(values)
+    return tuple(None if isinstance(s, torch.SymInt) else v for v, s in zip(values, symbolic))
+
+
+def _matches(read: str, var: str, pattern: tuple) -> str:
+    """An expression checking ``read`` (a size or stride tuple) against ``pattern`` (None: any value)."""
+    if None not in pattern:
+        return f"{read} == {pattern!r}"
+    checks = [f"len({var} := {read}) == {len(pattern)}"]
+    checks += [f"{var}[{i}] == {v}" for i, v in enumerate(pattern) if v is not None]
+    return " and ".join(checks)
 
 
 class _Name:

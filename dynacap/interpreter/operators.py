@@ -14,6 +14,7 @@ from ..values.constant import ConstantValue
 from ..values.containers import DictValue, IteratorValue, ListValue, SequenceValue, SizeValue, TupleValue
 from ..values.iterators import PullIterator, contains
 from ..values.objects import ObjectValue
+from ..values.symbolic import SymNumberValue
 from ..values.tensor import TensorValue
 from .tracer import handles
 
@@ -36,6 +37,9 @@ def binary_op(tx, symbol: str, a: Value, b: Value) -> Value:
             # `n += t` with a Python number n: Python falls back to `n + t` (and FX cannot print `0 += t`).
             fn = BINARY[symbol.rstrip("=")]
         return tx.graph.call("call_function", fn, [a, b], {}, f"`{symbol}`")
+    if symbolic_numbers(a, b):
+        # A size stays symbolic through arithmetic; Python numbers have no in-place forms.
+        return tx.graph.call("call_function", BINARY[symbol.rstrip("=")], [a, b], {}, f"`{symbol}`")
     if a.is_constant() and b.is_constant() and not isinstance(a, ListValue) and not isinstance(b, ListValue):
         try:
             result = fn(a.as_constant(), b.as_constant())
@@ -60,7 +64,7 @@ def binary_op(tx, symbol: str, a: Value, b: Value) -> Value:
 
 def compare_op(tx, symbol: str, a: Value, b: Value) -> Value:
     fn = COMPARE[symbol]
-    if isinstance(a, TensorValue) or isinstance(b, TensorValue):
+    if isinstance(a, TensorValue) or isinstance(b, TensorValue) or symbolic_numbers(a, b):
         return tx.graph.call("call_function", fn, [a, b], {}, f"`{symbol}`")
     if a.is_constant() and b.is_constant():
         return ConstantValue(fn(a.as_constant(), b.as_constant()))
@@ -69,6 +73,14 @@ def compare_op(tx, symbol: str, a: Value, b: Value) -> Value:
         if same is not None:
             return ConstantValue(same if symbol == "==" else not same)
     raise GraphBreak(f"comparing {a.describe()} {symbol} {b.describe()} is not supported")
+
+
+def symbolic_numbers(a: Value, b: Value) -> bool:
+    """Whether an operator on ``a`` and ``b`` is arithmetic on symbolic numbers (and Python numbers)."""
+    def number(v):
+        return isinstance(v, SymNumberValue) or (isinstance(v, ConstantValue) and type(v.value) in (int, float, bool))
+
+    return (isinstance(a, SymNumberValue) or isinstance(b, SymNumberValue)) and number(a) and number(b)
 
 
 def identical(a: Value, b: Value) -> bool | None:
@@ -145,7 +157,7 @@ def _contains(tx, ins):
 def _unary(symbol, fn, method):
     def handler(tx, ins):
         value = tx.pop()
-        if isinstance(value, TensorValue):
+        if isinstance(value, (TensorValue, SymNumberValue)):
             tx.push(tx.graph.call("call_function", fn, [value], {}, f"unary `{symbol}`"))
         elif value.is_constant():
             tx.push(ConstantValue(fn(value.as_constant())))

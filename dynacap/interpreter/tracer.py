@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .. import config
+from ..dynamic import ShapePolicy
 from ..errors import GraphBreak
 from ..graph import GraphBuilder
 from ..guards import GuardSet
@@ -139,6 +140,8 @@ class TraceContext:
     running: "Tracer | None" = None
     #: Whether the graph holds an operation a ``try`` handler protects (kept after rollbacks: conservative).
     handled_ops: bool = False
+    #: Which input sizes and ints are symbolic (``dynamic.ShapePolicy``); None: all static.
+    shapes: "ShapePolicy | None" = None
 
     def __post_init__(self):
         self.graph.before_node = self.keep_program_order

@@ -166,7 +166,7 @@ def _len(tx, args, kwargs):
     if isinstance(x, TensorValue):
         if x.fake.dim() == 0:
             raise GraphBreak("len() of a 0-d tensor")
-        return ConstantValue(x.fake.shape[0])
+        return x.size_item(tx, 0)
     from .module import ModuleValue
 
     if isinstance(x, ModuleValue):

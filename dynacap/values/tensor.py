@@ -1,7 +1,8 @@
 """``TensorValue``: a tensor in the graph, an FX node plus its fake tensor.
 
 Metadata (shape, dtype, device, ``dim()``...) is answered from the fake
-tensor at capture time: shapes are static and guarded.  Operations become
+tensor at capture time: static sizes are constants (guarded), symbolic
+ones (dynamic shapes) ``sym_size`` nodes giving ``SymNumberValue``s.  Operations become
 graph nodes through ``tx.graph.call``.  Anything that needs the tensor's
 *data* in Python (``if x.sum() > 0``, ``.item()``, ``.tolist()``) is a
 graph break with a reason that says so.
@@ -16,7 +17,7 @@ import torch
 from ..errors import GraphBreak
 from .base import Value
 from .constant import ConstantValue
-from .containers import SizeValue
+from .containers import SizeValue, TupleValue
 from .functions import MethodOfValue
 
 #: Attributes answered from the fake tensor as constants.
@@ -63,9 +64,20 @@ class TensorValue(Value):
             "use torch.where or torch.cond to keep it in the graph"
         )
 
+    def size_item(self, tx, dim: int) -> Value:
+        """``x.size(dim)``: a constant, or a ``sym_size`` node when the dim is symbolic."""
+        d = self.fake.shape[dim]
+        if isinstance(d, int):
+            return ConstantValue(d)
+        return tx.graph.call("call_function", torch.ops.aten.sym_size.int, [self, ConstantValue(dim % self.fake.dim())],
+                             {}, "tensor.size()")
+
+    def sizes(self, tx) -> SizeValue:
+        return SizeValue([self.size_item(tx, i) for i in range(self.fake.dim())])
+
     def getattr(self, tx, name: str) -> Value:
         if name == "shape":
-            return SizeValue([ConstantValue(d) for d in self.fake.shape])
+            return self.sizes(tx)
         if name in _META_ATTRS:
             return ConstantValue(getattr(self.fake, name))
         if name in _TENSOR_ATTRS:
@@ -94,6 +106,32 @@ class TensorValue(Value):
         cg.load_tensor(self)
 
 
+def _size(tx, t: TensorValue, dim=None):
+    return t.sizes(tx) if dim is None else t.size_item(tx, dim)
+
+
+def _numel(tx, t: TensorValue):
+    n = t.fake.numel()
+    if isinstance(n, int):
+        return ConstantValue(n)
+    return tx.graph.call("call_function", torch.ops.aten.sym_numel.default, [t], {}, "tensor.numel()")
+
+
+def _stride(tx, t: TensorValue, dim=None):
+    strides = t.fake.stride()
+    if all(isinstance(s, int) for s in strides):
+        return None
+    dims = range(t.fake.dim()) if dim is None else [dim % t.fake.dim()]
+    items = [ConstantValue(strides[d]) if isinstance(strides[d], int) else
+             tx.graph.call("call_function", torch.ops.aten.sym_stride.int, [t, ConstantValue(d)], {}, "tensor.stride()")
+             for d in dims]
+    return TupleValue(items) if dim is None else items[0]
+
+
+#: Metadata methods whose answer may be symbolic: ``(tx, tensor, *args) -> Value`` (None: answer as a constant).
+_SYMBOLIC_METHODS = {"size": _size, "numel": _numel, "nelement": _numel, "stride": _stride}
+
+
 class TensorMethodValue(MethodOfValue):
     """``tensor.method`` before the call."""
 
@@ -112,9 +150,17 @@ class TensorMethodValue(MethodOfValue):
             const = constant_args(args, kwargs)
             if const is None:
                 raise GraphBreak(f"`tensor.{name}()` with non-constant arguments")
+            symbolic = _SYMBOLIC_METHODS.get(name)
+            if symbolic is not None:
+                result = symbolic(tx, self.owner, *const[0], **const[1])
+                if result is not None:
+                    return result
             result = getattr(self.owner.fake, name)(*const[0], **const[1])
             if isinstance(result, torch.Size):
                 return SizeValue([ConstantValue(d) for d in result])
+            if isinstance(result, (torch.SymInt, torch.SymBool, torch.SymFloat)):
+                # Another symbolic answer (``is_contiguous()`` on symbolic sizes): specialized, and guarded.
+                result = {torch.SymInt: int, torch.SymBool: bool, torch.SymFloat: float}[type(result)](result)
             return ConstantValue(result)
         if name == "type" and not args and not kwargs:
             return ConstantValue(self.owner.fake.type())

@@ -19,7 +19,7 @@ import types
 import torch
 
 from ..errors import GraphBreak, is_generated
-from ..source import ItemSource, Source
+from ..source import ItemSource, LocalSource, Source
 from .base import Value
 from .builtins import TYPE_PREDICATES, BuiltinValue, SignatureValue, TypePredicateValue
 from .constant import ConstantValue, is_literal
@@ -38,8 +38,11 @@ def wrap(tx, obj, source: Source | None) -> Value:
     if issubclass(t, torch.Tensor):
         if source is None:
             raise GraphBreak("a tensor created outside the graph (no way to reach it from the frame)")
-        g.tensor_match(source, obj)
-        value = tx.graph.input_tensor(source, obj)
+        # Parameters keep static shapes: a model's weights do not change size between calls.
+        choices = tx.ctx.shapes.tensor_dims(source.expr(), obj) \
+            if tx.ctx.shapes is not None and t is not torch.nn.Parameter else None
+        value = tx.graph.input_tensor(source, obj, choices)
+        g.tensor_match(source, obj, value.fake)
         if value.source is not None and value.source != source and value.node.op == "placeholder":
             g.add("TENSOR_ALIASING", source, "{s} is " + value.source.expr(),
                   f"{source.expr()} is {value.source.expr()}")
@@ -48,6 +51,10 @@ def wrap(tx, obj, source: Source | None) -> Value:
         if source is not None:
             g.equals_match(source, obj)
         return SizeValue([ConstantValue(d) for d in obj], source)
+    if t is int and isinstance(source, LocalSource) and tx.ctx.shapes is not None \
+            and tx.ctx.shapes.int_is_symbolic(source.expr(), obj):
+        g.type_match(source, obj)
+        return tx.graph.input_symint(source, obj)
     if is_literal(obj) and t is not tuple:
         if source is not None:
             g.equals_match(source, obj)
@@ -94,8 +101,6 @@ def _made_by_previous_stage(tx, source) -> bool:
     Such values (a lambda, an ``nn.ReLU()`` made in ``forward``) are guarded by what they are
     made of, never by identity, or every call would recompile.
     """
-    from ..source import LocalSource
-
     return tx.is_root and isinstance(source, LocalSource) and is_generated(tx.code)
 
 
