@@ -1,9 +1,10 @@
-"""Opcodes that build, index and unpack containers (tuples, lists, dicts, slices, strings)."""
+"""Opcodes that build, index and unpack containers (tuples, lists, dicts, sets, slices, strings)."""
 from __future__ import annotations
 
 from ..errors import GraphBreak
 from ..values.constant import ConstantValue
 from ..values.containers import DictValue, ListValue, TupleValue
+from ..values.sets import SetValue, set_add, set_update
 from ..values.tensor import TensorValue
 from .tracer import handles
 
@@ -37,6 +38,28 @@ def _list_extend(tx, ins):
     target = tx.stack[-ins.arg]
     target.mutate(tx, "list extend")
     target.items.extend(value.iterate(tx))
+
+
+@handles("BUILD_SET")
+def _build_set(tx, ins):
+    # As CPython: an empty set, then each item added in stack order.
+    items = tx.popn(ins.arg)
+    result = SetValue(set())
+    for item in items:
+        set_add(tx, result, item)
+    tx.push(result)
+
+
+@handles("SET_ADD")
+def _set_add(tx, ins):
+    value = tx.pop()
+    set_add(tx, tx.stack[-ins.arg], value)
+
+
+@handles("SET_UPDATE")
+def _set_update(tx, ins):
+    iterable = tx.pop()
+    set_update(tx, tx.stack[-ins.arg], iterable)
 
 
 @handles("BUILD_MAP")

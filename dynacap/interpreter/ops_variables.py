@@ -135,6 +135,17 @@ def _store_deref(tx, ins):
     box.set(tx.pop())
 
 
+@handles("DELETE_DEREF")
+def _delete_deref(tx, ins):
+    """``del x`` of a cell variable: the cell becomes empty, as ``STORE_DEREF`` fills it."""
+    box = _cell(tx, ins.argval)
+    if box.source is not None and not (tx.is_root and ins.argval in tx.code.co_cellvars):
+        raise GraphBreak(f"deleting the closure variable {ins.argval!r} of an enclosing function (nonlocal)")
+    if box.get(tx) is None:
+        raise GraphBreak(f"free variable {ins.argval!r} is deleted before assignment (NameError at run time)")
+    box.set(None)
+
+
 @handles("LOAD_CLOSURE")
 def _load_closure(tx, ins):
     tx.push(CellRefValue(_cell(tx, ins.argval)))

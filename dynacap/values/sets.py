@@ -1,0 +1,370 @@
+"""``SetValue``: a set or frozenset made while capturing (literals, comprehensions, ``set()``, operators).
+
+The members live in a real Python set of *keys*, and every operation is
+the real set operation on it, so membership, which of two equal members
+survives (``{1} | {True}``), ``pop()`` and the iteration order are CPython's
+own: the key set went through the same insertions and removals as the
+runtime set will.  A constant member is its own key.  A member that CPython
+hashes by identity (a tensor, a module, a function, a tuple holding one) is
+a ``_Member`` key, equal only to the key of the same object; its runtime
+hash is its ``id``, unknown while capturing, so once such a member has been
+in a set (or in a set it was computed from) the set's iteration order is
+unknown: iterating it (with more than one member) or ``pop()`` breaks, while
+``len``, ``in``, the methods and operators stay exact.  (A tensor member and
+a constant are taken to be unequal: CPython compares them only on equal
+64-bit hashes.)  Members whose hash or equality is their class's own code,
+NaNs (their membership depends on object identity) and unhashable values
+are graph breaks.
+
+A set is rebuilt after the graph as a new set of its members, once per run
+however many places hold it (``Emitter.build_once``); its iteration order is
+the one those members get inserted in the traced order, which is eager's
+except after removals from a larger set.  This module emits no graph nodes.
+"""
+from __future__ import annotations
+
+import math
+import operator
+
+from ..errors import GraphBreak
+from .base import Value
+from .constant import ConstantValue
+
+
+class _Member:
+    """The key of a member hashed by identity: equal to another key of the same object only."""
+
+    __slots__ = ("token", "value")
+
+    def __init__(self, token, value: Value):
+        self.token = token
+        self.value = value
+
+    def __hash__(self):
+        return hash(self.token)
+
+    def __eq__(self, other):
+        return type(other) is _Member and self.token == other.token
+
+
+def _type_name(value: Value) -> str:
+    try:
+        return value.python_type().__name__
+    except GraphBreak:
+        return value.describe()
+
+
+def _has_nan(obj) -> bool:
+    if type(obj) is float:
+        return math.isnan(obj)
+    if type(obj) is complex:
+        return math.isnan(obj.real) or math.isnan(obj.imag)
+    if type(obj) in (tuple, frozenset):
+        return any(_has_nan(x) for x in obj)
+    return False
+
+
+def key_of(value: Value):
+    """The key standing for ``value`` as a set member (raises ``GraphBreak`` where CPython would raise)."""
+    from .containers import DictValue, ListValue, SequenceValue
+    from .tensor import TensorValue
+
+    if isinstance(value, TensorValue):
+        return _Member(("tensor", value.node), value)
+    if isinstance(value, (ListValue, DictValue)) or isinstance(value, SetValue) and not value.frozen:
+        raise GraphBreak(f"unhashable type: '{_type_name(value)}' (TypeError at run time)")
+    if isinstance(value, SetValue):
+        return value.frozen_key()
+    if value.is_constant():
+        constant = value.as_constant()
+        try:
+            hash(constant)
+        except TypeError as e:
+            raise GraphBreak(f"{e} (TypeError at run time)") from None
+        if _has_nan(constant):
+            raise GraphBreak("a NaN as a set member (its membership depends on which float object it is)")
+        return constant
+    if isinstance(value, SequenceValue) and issubclass(value.python_type(), tuple):
+        # A tuple hashes and compares by its items, whatever its (tuple) class.
+        return _Member(("tuple", tuple(key_of(item) for item in value.items)), value)
+    return _Member(("object", id(_identity(value))), value)
+
+
+def _identity(value: Value):
+    """The runtime object a member hashed by identity stands for (kept alive by the value)."""
+    from .functions import UserFunctionValue
+    from .objects import class_lookup
+
+    if isinstance(value, UserFunctionValue) and value.source is None:
+        return value  # made while tracing: one runtime function per traced one
+    try:
+        obj = value.real_object()
+    except GraphBreak:
+        raise GraphBreak(f"{value.describe()} as a set member (its hash is not known at capture time)") from None
+    cls = type(obj)
+    if class_lookup(cls, "__hash__") is not object.__hash__ or class_lookup(cls, "__eq__") is not object.__eq__:
+        raise GraphBreak(f"{value.describe()} as a set member: its class has its own __hash__/__eq__")
+    return obj
+
+
+def lookup_key(item: Value):
+    """The key ``in``/``discard``/``remove`` look up: a set is looked up as the frozenset of its members."""
+    if isinstance(item, SetValue) and not item.frozen:
+        return SetValue(frozenset(item.keys)).frozen_key()
+    return key_of(item)
+
+
+def _value_of(key) -> Value:
+    return key.value if type(key) is _Member else ConstantValue(key)
+
+
+def _holds_members(keys) -> bool:
+    return any(type(k) is _Member for k in keys)
+
+
+def is_set_like(value: Value) -> bool:
+    """A ``SetValue`` or a constant set/frozenset (``x in {1, 2}`` loads a frozenset constant)."""
+    return isinstance(value, SetValue) or value.is_constant() and type(value.as_constant()) in (set, frozenset)
+
+
+class SetValue(Value):
+    """A set (or frozenset) whose members are ``Value``s, computed on a real set of their keys."""
+
+    def __init__(self, keys: set | frozenset, order_known: bool = True):
+        self.keys = keys
+        #: False once a member hashed by identity has been in this set or one it was computed from.
+        self.order_known = order_known and not _holds_members(keys)
+
+    @staticmethod
+    def of_constant(obj: set | frozenset) -> "SetValue":
+        """A capture-time result (``set("abc")``): its keys are the real set itself."""
+        if any(_has_nan(x) for x in obj):
+            raise GraphBreak("a NaN as a set member (its membership depends on which float object it is)")
+        return SetValue(obj)
+
+    @property
+    def frozen(self) -> bool:
+        return type(self.keys) is frozenset
+
+    def python_type(self):
+        return type(self.keys)
+
+    def describe(self):
+        return f"{type(self.keys).__name__} of {len(self.keys)}"
+
+    def length(self) -> int:
+        return len(self.keys)
+
+    def frozen_key(self):
+        """This frozenset as a member of another set."""
+        if _holds_members(self.keys):
+            return _Member(("frozenset", self.keys), self)
+        return self.keys
+
+    # -- what order-independent code may see -------------------------------------------------
+    def is_constant(self):
+        return self.order_known
+
+    def as_constant(self):
+        """The key set itself (exact layout, so ``str()`` and friends see eager's order); never mutate it."""
+        if not self.order_known:
+            raise GraphBreak(f"{self.describe()} holding tensors or objects is used where a Python constant "
+                             "is needed (its order depends on their ids at run time)")
+        return self.keys
+
+    def truth(self, tx):
+        return bool(self.keys)
+
+    def iterate(self, tx):
+        if not self.order_known and len(self.keys) > 1:
+            raise GraphBreak(f"iterating over a {self.describe()} holding tensors or objects: its order depends "
+                             "on their ids at run time")
+        return [_value_of(k) for k in self.keys]
+
+    def contains(self, item: Value) -> bool:
+        return lookup_key(item) in self.keys
+
+    def getattr(self, tx, name):
+        if name in _READING or name in _MUTATING and not self.frozen:
+            return SetMethodValue(self, name)
+        return super().getattr(tx, name)
+
+    # -- changes ---------------------------------------------------------------------------------
+    def mutate(self, tx, keys_added=()) -> None:
+        """Called before each change: the key set cannot be rolled back (``TraceContext.mutations``)."""
+        tx.ctx.mutations += 1
+        if _holds_members(keys_added):
+            self.order_known = False
+
+    def reconstruct(self, cg):
+        if self.frozen and not _holds_members(self.keys):
+            cg.load_const(self.keys)
+            return
+        cg.build_once(self, self._build)
+
+    def _build(self, cg) -> None:
+        if self.frozen:
+            cg.append("PUSH_NULL")
+            cg.load_const(frozenset)
+        for key in self.keys:
+            _value_of(key).reconstruct(cg)
+        cg.append("BUILD_SET", len(self.keys))
+        if self.frozen:
+            cg.append("PRECALL", 1)
+            cg.append("CALL", 1)
+
+
+def operand(tx, value: Value):
+    """What a set operation is given for ``value``: a real set/dict/list of keys CPython would walk alike.
+
+    ``set.update`` and friends merge a set's table, presize for a dict and add
+    the items of anything else one by one; passing the same kind of object
+    makes the key set take the same steps.  Returns ``(keys, order_known)``.
+    """
+    from .containers import DictValue
+
+    if isinstance(value, SetValue):
+        return value.keys, value.order_known
+    if is_set_like(value):
+        return value.as_constant(), True
+    if isinstance(value, DictValue):
+        return dict.fromkeys(value.items), True
+    if value.is_constant() and type(value.as_constant()) is dict:
+        return dict.fromkeys(value.as_constant()), True
+    keys = [key_of(item) for item in value.iterate(tx)]
+    return keys, not _holds_members(keys)
+
+
+def build_set(tx, iterable: Value | None, frozen: bool) -> Value:
+    """``set(iterable)`` / ``frozenset(iterable)``."""
+    if iterable is None:
+        return SetValue(frozenset() if frozen else set())
+    if frozen and isinstance(iterable, SetValue) and iterable.frozen:
+        return iterable  # frozenset(fs) is fs
+    keys, known = operand(tx, iterable)
+    return SetValue((frozenset if frozen else set)(keys), known)
+
+
+def set_update(tx, target: SetValue, iterable: Value) -> None:
+    """``SET_UPDATE`` / ``s.update(iterable)``: the iterable's members added in CPython's order."""
+    keys, known = operand(tx, iterable)
+    target.mutate(tx, keys)
+    target.order_known = target.order_known and known
+    target.keys.update(keys)
+
+
+def set_add(tx, target: SetValue, item: Value) -> None:
+    key = key_of(item)
+    target.mutate(tx, (key,))
+    target.keys.add(key)
+
+
+#: Methods that leave the set as it is (also on frozensets), and those that change it.
+_READING = {"union", "intersection", "difference", "symmetric_difference", "issubset", "issuperset",
+            "isdisjoint", "copy", "__contains__", "__len__"}
+_MUTATING = {"add", "discard", "remove", "pop", "clear", "update", "intersection_update", "difference_update",
+             "symmetric_difference_update"}
+
+
+class SetMethodValue(Value):
+    """``s.method`` of a ``SetValue``, before the call."""
+
+    def __init__(self, owner: SetValue, name: str):
+        self.owner = owner
+        self.name = name
+
+    def describe(self):
+        return f"method {type(self.owner.keys).__name__}.{self.name}"
+
+    def call(self, tx, args, kwargs):
+        s, name = self.owner, self.name
+        if kwargs:
+            raise GraphBreak(f"{self.describe()}() takes no keyword arguments (TypeError at run time)")
+        if name in ("add", "discard", "remove", "__contains__"):
+            _arity(self, args, 1)
+            if name == "add":
+                set_add(tx, s, args[0])
+                return ConstantValue(None)
+            present = s.contains(args[0])
+            if name == "__contains__":
+                return ConstantValue(present)
+            if name == "remove" and not present:
+                raise GraphBreak("set.remove of a missing member (KeyError at run time)")
+            if present:
+                s.mutate(tx)
+                s.keys.discard(lookup_key(args[0]))
+            return ConstantValue(None)
+        if name in ("pop", "clear", "copy", "__len__"):
+            _arity(self, args, 0)
+            if name == "__len__":
+                return ConstantValue(len(s.keys))
+            if name == "copy":
+                return SetValue(s.keys.copy(), s.order_known)
+            if name == "pop":
+                if not s.keys:
+                    raise GraphBreak("pop from an empty set (KeyError at run time)")
+                if len(s.keys) > 1 and not s.order_known:
+                    raise GraphBreak("set.pop() on a set holding tensors or objects: which member it removes "
+                                     "depends on their ids at run time")
+            s.mutate(tx)
+            return _value_of(s.keys.pop()) if name == "pop" else ConstantValue(s.keys.clear())
+        operands = [operand(tx, a) for a in args]
+        keys = [k for k, _ in operands]
+        known = s.order_known and all(k for _, k in operands) and not any(_holds_members(k) for k in keys)
+        if name in ("symmetric_difference", "symmetric_difference_update", "issubset", "issuperset",
+                    "isdisjoint"):
+            _arity(self, args, 1)
+        result = getattr(s.keys, name)(*keys)
+        if name.endswith("_update") or name == "update":
+            s.mutate(tx, [k for ks in keys for k in ks])
+            s.order_known = s.order_known and known
+            return ConstantValue(None)
+        if type(result) is bool:
+            return ConstantValue(result)
+        return SetValue(result, known)
+
+
+def _arity(method: SetMethodValue, args, n: int) -> None:
+    if len(args) != n:
+        raise GraphBreak(f"{method.describe()}() takes {n} argument{'' if n == 1 else 's'} ({len(args)} given) "
+                         "(TypeError at run time)")
+
+
+#: Set operators: BINARY_OP symbol -> the operator on key sets.
+BINARY = {"|": operator.or_, "&": operator.and_, "-": operator.sub, "^": operator.xor,
+          "|=": operator.ior, "&=": operator.iand, "-=": operator.isub, "^=": operator.ixor}
+COMPARE = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne, ">": operator.gt,
+           ">=": operator.ge}
+
+
+def _as_set(tx, value: Value) -> SetValue:
+    return value if isinstance(value, SetValue) else SetValue(value.as_constant())
+
+
+def binary(tx, symbol: str, a: Value, b: Value) -> Value:
+    """``a <symbol> b`` where both are sets (``is_set_like``)."""
+    if symbol not in BINARY:
+        raise GraphBreak(f"unsupported operand type(s) for {symbol}: '{_type_name(a)}' and '{_type_name(b)}' "
+                         "(TypeError at run time)")
+    left, right = _as_set(tx, a), _as_set(tx, b)
+    known = left.order_known and right.order_known
+    result = BINARY[symbol](left.keys, right.keys)
+    if result is left.keys:
+        # In place on a set (`s |= t`): the same object, changed.
+        if left is not a:
+            raise GraphBreak(f"`{symbol}` on a constant set")
+        left.mutate(tx, right.keys)
+        left.order_known = left.order_known and known
+        return left
+    return SetValue(result, known)
+
+
+def compare(tx, symbol: str, a: Value, b: Value) -> Value | None:
+    """``a <symbol> b`` where ``a`` or ``b`` is a set; None when this is not a set comparison."""
+    if is_set_like(a) and is_set_like(b):
+        return ConstantValue(COMPARE[symbol](_as_set(tx, a).keys, _as_set(tx, b).keys))
+    other = b if is_set_like(a) else a
+    if symbol in ("==", "!=") and other.is_constant():
+        # A set is never equal to a non-set constant (both sides return NotImplemented: identity).
+        return ConstantValue(symbol == "!=")
+    return None
