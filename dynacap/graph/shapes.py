@@ -95,7 +95,14 @@ class SymbolicShapes:
             else:
                 constraints.append(RelaxedUnspecConstraint(warn_only=not c.strict))
         context = StatelessSymbolicContext(dynamic_sizes=dims, constraint_sizes=constraints)
-        fake = mode.from_tensor(tensor, source=ShapeSource(source.expr()), symbolic_context=context)
+        from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
+
+        try:
+            fake = mode.from_tensor(tensor, source=ShapeSource(source.expr()), symbolic_context=context)
+        except ConstraintViolationError as e:
+            raise ConstraintViolation(BreakReason(user_text(
+                f"{source.expr()} has sizes {tuple(tensor.shape)}, outside the range dynacap.mark_dynamic "
+                f"gave: {e}"))) from None
         self._tracked.append(_Tracked(fake, source, context, tuple(fake.shape), tuple(fake.stride())))
         return fake
 

@@ -49,7 +49,7 @@ class CompiledGuard:
 
 
 #: What a symbolic-shape guard reads: ``L['x'].size()[0]``, ``L['n']``.
-_SHAPE_READ = re.compile(r"(?:\b[LG]|___g_\w+)\[[^\]]+\](?:\.\w+|\[[^\]]*\])*(?:\.(?:size|stride)\(\)\[\d+\])?")
+_SHAPE_READ = re.compile(r"(?:\b[LG]|___g_\w+)\[[^\]]+\](?:\.\w+\b(?!\()|\[[^\]]*\])*(?:\.(?:size|stride)\(\)\[\d+\])?")
 
 
 def _detail(g: Guard, scope: dict, frame: dict) -> str:

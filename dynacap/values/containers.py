@@ -114,7 +114,7 @@ class StructSeqValue(TupleValue):
 
 
 class SizeValue(TupleValue):
-    """``torch.Size`` with constant dimensions (shapes are static)."""
+    """``torch.Size``: its dims are constants, or symbolic numbers for symbolic sizes (dynamic shapes)."""
 
     def python_type(self):
         import torch
@@ -134,7 +134,18 @@ class SizeValue(TupleValue):
         return super().getattr(tx, name)
 
     def reconstruct(self, cg):
-        cg.load_const(self.as_constant())
+        if all(isinstance(i, ConstantValue) for i in self.items):
+            cg.load_const(self.as_constant())
+            return
+        import torch
+
+        cg.append("PUSH_NULL")
+        cg.load_const(torch.Size)
+        for item in self.items:
+            item.reconstruct(cg)
+        cg.append("BUILD_TUPLE", len(self.items))
+        cg.append("PRECALL", 1)
+        cg.append("CALL", 1)
 
 
 class ListValue(SequenceValue):
