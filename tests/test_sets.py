@@ -1,0 +1,256 @@
+"""Sets and frozensets inside captured code (issue 8 item 3, ``values/sets.py``).
+
+Literals, comprehensions, ``set()``/``frozenset()``, methods and operators,
+on constants (results, ``pop()`` and iteration order are CPython's) and on
+tensors, modules and functions (hashed by identity: membership and lengths
+are exact; iterating such a set breaks, its order depends on ids at run
+time).  Each program runs differentially (results, mutated inputs, globals,
+printed text, exceptions) under ``eager`` and ``aot_eager``, then as one
+graph with ``fullgraph=True`` where it is captured whole.
+"""
+import pytest
+import torch
+
+import dynacap
+from differential import CountingBackend, assert_fully_captured, explain_captured, run_differential
+from dynacap.values import builtins as dynacap_builtins
+
+BACKENDS = ["eager", "aot_eager"]
+
+#: ``set()``/``frozenset()`` calls and ``len()`` of a set holding tensors need builtins support
+#: (requests-opcodes.md R2); until it lands they are graph breaks (eager results, checked below).
+_CONSTRUCTORS = "set" in dynacap_builtins._HANDLERS
+needs_constructors = pytest.mark.skipif(not _CONSTRUCTORS, reason="requests-opcodes.md R2 not applied yet")
+
+
+def one_graph(fn, *args, backend="eager"):
+    """Differential under ``backend``, then one graph with no break, then ``fullgraph=True`` runs."""
+    d = run_differential(fn, *args, backend=CountingBackend(backend))
+    assert d.graph_count == 1, explain_captured(fn, *args)
+    assert_fully_captured(fn, *args, min_ops=1)
+    dynacap.reset()
+    dynacap.optimize(fn, backend=backend, fullgraph=True)(*args)
+    return d
+
+
+# -- constant members: CPython's results and order ------------------------------------------------
+def literals_and_methods(t):
+    s = {3, 1, 2}
+    s.add(4)
+    s.discard(1)
+    s.discard(99)
+    s.remove(2)
+    u = s.union([7, 8], (9,))
+    i = s.intersection({3, 4, 5})
+    d = u.difference({7})
+    x = s.symmetric_difference({4, 10})
+    return t * len(u), u, i, d, x, s.issubset(u), u.issuperset(s), s.isdisjoint({0}), s.copy()
+
+
+def operators_on_sets(t):
+    a = {"a", "b", "c"}
+    b = {"b", "d"}
+    return (t + 1, a | b, a & b, a - b, a ^ b, a <= b, a < a | b, a >= {"a"}, a > b, a == {"c", "b", "a"},
+            a != b, "a" in a, "z" not in a, a == 3, frozenset(a) == a)
+
+
+def in_place_operators(t):
+    s = {1, 2, 3}
+    alias = s
+    s |= {4}
+    s &= {2, 3, 4, 5}
+    s -= {3}
+    s ^= {9, 2}
+    return t * len(alias), alias, s is alias
+
+
+def comprehension_and_unpacking(t, xs):
+    squares = {x * x for x in range(-3, 4)}
+    merged = {*xs, *squares, 100}
+    return t + len(merged), merged, sorted(squares)
+
+
+def iteration_order(t):
+    # 9, 17 and 25 collide with 1 in an 8-slot table: the order depends on insertion history.
+    s = {9, 1, 17, 25}
+    s.discard(1)
+    s.add(33)
+    s.add(1)
+    return [t * v for v in s], str(s), list({"x", "y", "zz"}), s.pop(), s
+
+
+def frozensets(t):
+    fs = frozenset({1, 2})
+    both = fs | {3}
+    other = {3} | fs
+    return t + len(both), both, other, fs & {2}, 2 in fs, fs == frozenset({2, 1})
+
+
+def nested_in_containers(t, out):
+    s = {1, 2}
+    out.append(s)
+    s.add(3)
+    d = {"s": s}
+    return t * 2, d, s, s
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn", [literals_and_methods, operators_on_sets, in_place_operators, iteration_order,
+                                frozensets])
+def test_constant_sets_in_one_graph(fn, backend):
+    one_graph(fn, torch.randn(3), backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_set_comprehension_and_unpacking(backend):
+    one_graph(comprehension_and_unpacking, torch.randn(3), [5, 1, 5], backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_set_stored_in_an_input_list_is_one_object(backend):
+    def check(result, out):
+        _, d, s, s2 = result
+        assert s is s2 and d["s"] is s and out[0] is s
+
+    d = one_graph(nested_in_containers, torch.randn(3), [], backend=backend)
+    for outcome in d.captured:
+        check(outcome.result, outcome.inputs[0][1])
+
+
+GLOBAL_SET = None
+
+
+def store_global_set(t):
+    global GLOBAL_SET
+    GLOBAL_SET = {t.shape[0], 7}
+    GLOBAL_SET.add(8)
+    return t + 1
+
+
+def test_a_set_stored_in_a_global():
+    global GLOBAL_SET
+    try:
+        one_graph(store_global_set, torch.randn(3))
+        assert GLOBAL_SET == {3, 7, 8}
+    finally:
+        GLOBAL_SET = None
+
+
+# -- members hashed by identity: tensors, modules, functions ---------------------------------------
+def tensor_members(x, y):
+    s = {x, y, x}
+    s.add(x)
+    t = {x}
+    t.update([y, x])
+    u = s - {y}
+    both = s & t
+    return (x * len(s) + len(t), x in s, (x + 1) in s, y in u, x in both, s == t, u <= s, len(s ^ {x}),
+            (x, 1) in {(x, 1), (y, 2)}, x in {1, 2})
+
+
+def module_and_function_members(x, layer):
+    def helper(v):
+        return v + 1
+
+    s = {layer, helper, layer}
+    return layer(x) * len(s), layer in s, helper in s
+
+
+def single_tensor_member(x):
+    s = {x}
+    (only,) = s
+    return [v * 2 for v in s], only + 1, s.pop() - 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@needs_constructors
+def test_sets_of_tensors_in_one_graph(backend):
+    one_graph(tensor_members, torch.randn(3), torch.randn(3), backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@needs_constructors
+def test_sets_of_modules_and_functions(backend):
+    one_graph(module_and_function_members, torch.randn(2, 3), torch.nn.Linear(3, 3), backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_set_of_one_tensor_iterates(backend):
+    one_graph(single_tensor_member, torch.randn(3), backend=backend)
+
+
+def test_sets_of_tensors_match_eager_before_builtins_support():
+    """Whatever is captured, the results are eager's (``len`` of such a set may break before R2)."""
+    run_differential(tensor_members, torch.randn(3), torch.randn(3))
+    run_differential(module_and_function_members, torch.randn(2, 3), torch.nn.Linear(3, 3))
+
+
+# -- what breaks, and why --------------------------------------------------------------------------------
+def iterate_tensor_set(x, y):
+    total = 0
+    for v in {x, y}:  # two terms: the sum does not depend on the order
+        total = total + v
+    return total
+
+
+def pop_tensor_set(x, y):
+    return {x, y}.pop() * 0 + 1
+
+
+def unhashable_member(x):
+    return {x + 1, [1]}
+
+
+def remove_missing(x):
+    s = {1}
+    s.remove(2)
+    return x
+
+
+def nan_member(x):
+    nan = float("nan")
+    return len({nan, nan}) + x
+
+
+@pytest.mark.parametrize("fn,reason", [
+    (iterate_tensor_set, "its order depends on their ids at run time"),
+    (pop_tensor_set, "depends on their ids at run time"),
+    (unhashable_member, "unhashable type: 'list' (TypeError at run time)"),
+    (remove_missing, "KeyError at run time"),
+    (nan_member, "a NaN as a set member"),
+])
+def test_breaks_keep_eager_behaviour(fn, reason):
+    args = (torch.randn(3), torch.randn(3))[: fn.__code__.co_argcount]
+    d = run_differential(fn, *args, check_cache=False)
+    out = explain_captured(fn, *args) if d.eager.exception is None else None
+    if out is not None:
+        assert any(reason in r.reason for r in out.break_reasons), out
+        assert all("___" not in r.reason for r in out.break_reasons)
+
+
+def test_iterating_a_tensor_set_is_not_a_fixed_order():
+    """Guarding against a baked order: iterating a two-tensor set must not be captured."""
+    out = explain_captured(iterate_tensor_set, torch.randn(3), torch.randn(3))
+    assert out.graph_break_count >= 1
+
+
+@needs_constructors
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_set_and_frozenset_constructors(backend):
+    def f(t, xs):
+        a = set(xs)
+        b = frozenset(xs)
+        c = set()
+        c.update(a, b)
+        return t + len(c), a, b, set("abca"), frozenset(), set({"k": 1, "j": 2})
+
+    one_graph(f, torch.randn(3), [3, 1, 3], backend=backend)
+
+
+@needs_constructors
+def test_set_of_tensors_from_a_list():
+    def f(x, y):
+        s = set([x, y, x])
+        return x * len(s), y in s
+
+    one_graph(f, torch.randn(3), torch.randn(3))
