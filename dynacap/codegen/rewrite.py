@@ -71,6 +71,18 @@ def emit_side_effects(cg: Emitter, side_effects: list[SideEffect], eager_code_fo
         if effect.kind == "container":
             _emit_container_update(cg, effect.value)
             continue
+        if effect.kind == "delattr":
+            effect.target.reconstruct(cg)
+            cg.append("DELETE_ATTR", effect.name)
+            continue
+        if effect.kind == "delete_global":
+            if effect.own_globals:
+                cg.append("DELETE_GLOBAL", effect.name)
+            else:
+                cg.load_const(effect.target)
+                cg.load_const(effect.name)
+                cg.append("DELETE_SUBSCR")
+            continue
         effect.value.reconstruct(cg)
         if effect.kind == "setattr":
             effect.target.reconstruct(cg)
@@ -98,7 +110,7 @@ class _Writes:
         for effect in side_effects:
             if effect.kind == "container":
                 self.containers.add(effect.value.source)
-            elif effect.kind == "setattr":
+            elif effect.kind in ("setattr", "delattr"):
                 self.attributes.add(effect.name)
             else:
                 self.globals.add(effect.name)

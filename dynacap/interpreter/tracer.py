@@ -27,7 +27,7 @@ from ..errors import GraphBreak
 from ..graph import GraphBuilder
 from ..guards import GuardSet
 from ..source import BuiltinSource, GlobalSource, ModuleGlobalSource
-from ..values.base import Value
+from ..values.base import DELETED, Value
 from .regions import in_try
 from .skipfiles import is_layer_file
 
@@ -105,11 +105,11 @@ class WithBlock:
 class SideEffect:
     """A Python-level mutation to replay after the graph runs, in program order."""
 
-    kind: str  # "setattr" | "store_global" | "container"
+    kind: str  # "setattr" | "delattr" | "store_global" | "delete_global" | "container"
     target: object  # Value (setattr) or globals dict (store_global)
     name: str
     value: Value
-    #: For "store_global": whether ``target`` is the root frame's own globals (``STORE_GLOBAL``).
+    #: For "store_global"/"delete_global": whether ``target`` is the root frame's own globals (``STORE_GLOBAL``).
     own_globals: bool = False
 
 
@@ -335,6 +335,11 @@ class Tracer:
 
         ctx = self.ctx
         override = ctx.global_overrides.get((id(self.f_globals), name))
+        if override is DELETED:
+            # Missing because the trace deleted it: no guard (it is there when the frame starts).
+            if name in ctx.f_builtins:
+                return wrap(self, ctx.f_builtins[name], None)
+            raise GraphBreak(f"name {name!r} is not defined (NameError at run time)")
         if override is not None:
             return override
         if name in self.f_globals:
@@ -363,6 +368,11 @@ class Tracer:
         self.ctx.side_effects.append(SideEffect("store_global", self.f_globals, name, value,
                                                 self.f_globals is self.ctx.f_globals))
 
+    def delete_global(self, name: str) -> None:
+        self.ctx.global_overrides[(id(self.f_globals), name)] = DELETED
+        self.ctx.side_effects.append(SideEffect("delete_global", self.f_globals, name, DELETED,
+                                                self.f_globals is self.ctx.f_globals))
+
     def attribute_override(self, obj, name: str) -> Value | None:
         return self.ctx.attribute_overrides.get((id(obj), name))
 
@@ -371,6 +381,13 @@ class Tracer:
             raise GraphBreak(f"assigning `.{name}` on {target.describe()} created while capturing")
         self.ctx.attribute_overrides[(id(_identity_of(target)), name)] = value
         self.ctx.side_effects.append(SideEffect("setattr", target, name, value))
+
+    def record_delattr(self, target: Value, name: str) -> None:
+        """``del target.name``: later reads see it missing, and the deletion is replayed after the graph."""
+        if target.source is None:
+            raise GraphBreak(f"deleting `.{name}` on {target.describe()} created while capturing")
+        self.ctx.attribute_overrides[(id(_identity_of(target)), name)] = DELETED
+        self.ctx.side_effects.append(SideEffect("delattr", target, name, DELETED))
 
     def record_container_mutation(self, container: Value) -> None:
         """A list/dict from the frame changed: its final contents are written back after the graph."""

@@ -80,6 +80,16 @@ class Value:
         return f"<{type(self).__name__} {self.describe()}>"
 
 
+class DeletedValue(Value):
+    """What the trace's overrides hold for a global or attribute the traced code deleted."""
+
+    def describe(self) -> str:
+        return "a deleted name"
+
+
+DELETED = DeletedValue()
+
+
 class NullValue(Value):
     """The NULL that 3.11's ``PUSH_NULL`` / ``LOAD_GLOBAL`` put below a callable."""
 

@@ -161,8 +161,11 @@ def _len(tx, args, kwargs):
     (x,) = args
     if isinstance(x, (SequenceValue, DictValue)):
         return ConstantValue(len(x.items))
+    from .sets import SetValue
     from .tensor import TensorValue
 
+    if isinstance(x, SetValue):
+        return ConstantValue(x.length())
     if isinstance(x, TensorValue):
         if x.fake.dim() == 0:
             raise GraphBreak("len() of a 0-d tensor")
@@ -422,6 +425,17 @@ def _super(tx, args, kwargs):
     return make_super(tx, args)
 
 
+def _set_ctor(frozen: bool):
+    def handler(tx, args, kwargs):
+        from .sets import build_set
+
+        if kwargs or len(args) > 1:
+            return None
+        return build_set(tx, args[0] if args else None, frozen)
+
+    return handler
+
+
 _HANDLERS = {
     "super": _super,
     "iter": _iter,
@@ -432,6 +446,8 @@ _HANDLERS = {
     "type": _type,
     "tuple": _sequence_ctor(tuple),
     "list": _sequence_ctor(list),
+    "set": _set_ctor(False),
+    "frozenset": _set_ctor(True),
     "enumerate": _enumerate,
     "zip": _zip,
     "map": _map,

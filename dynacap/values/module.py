@@ -15,7 +15,7 @@ import torch
 
 from ..errors import GraphBreak
 from ..source import AttrSource, DictEntrySource, ItemSource
-from .base import Value
+from .base import DELETED, Value
 from .constant import ConstantValue
 from .containers import TupleValue
 
@@ -109,6 +109,8 @@ class ModuleValue(Value):
         from .wrap import wrap
 
         override = tx.attribute_override(self.module, name)
+        if override is DELETED:
+            raise GraphBreak(f"`.{name}` of {self.describe()} was deleted while capturing")
         if override is not None:
             return override
         m = self.module

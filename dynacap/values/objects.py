@@ -21,7 +21,7 @@ import types
 from ..errors import GraphBreak
 from ..interpreter.regions import protected
 from ..source import AttrSource, DictStorageSource, GenericAttrSource, Source
-from .base import Value
+from .base import DELETED, Value
 from .constant import ConstantValue
 
 _MISSING = object()
@@ -290,16 +290,20 @@ def generic_getattr(tx, value: ObjectValue, name: str) -> Value:
     obj = value.obj
     cls = type(obj)
     override = tx.attribute_override(obj, name)
-    if override is not None:
+    deleted = override is DELETED  # deleted by the trace: absent from the instance, with no guard
+    if override is not None and not deleted:
         return override
     cls_attr = class_lookup(cls, name)
     if cls_attr is not _MISSING and _is_data_descriptor(cls_attr):
+        if deleted:
+            raise GraphBreak(f"attribute `{name}` of {value.describe()} was deleted through a descriptor")
         return _data_descriptor(tx, value, name, cls_attr)
     d = instance_dict(obj)
-    if d is not None and name in d:
+    if d is not None and name in d and not deleted:
         return wrap(tx, d[name], attribute_source(value, obj, name))
     if cls_attr is _MISSING:
-        guard_missing(tx, value, name)
+        if not deleted:
+            guard_missing(tx, value, name)
         raise AttributeMissing(f"{value.describe()} has no attribute {name!r} (AttributeError at run time)")
     if type(cls_attr) is types.FunctionType:
         guard_class_attribute(tx, value, obj, name, cls_attr)
@@ -376,6 +380,8 @@ class InstanceDictValue(Value):
 
         obj = self.owner.obj
         override = tx.attribute_override(obj, key)
+        if override is DELETED:
+            raise GraphBreak(f"{self.describe()}[{key!r}] was deleted while capturing")
         if override is not None:
             return override
         d = instance_dict(obj)

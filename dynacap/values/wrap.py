@@ -221,6 +221,10 @@ def _object_value(tx, obj, source) -> Value:
 
 def wrap_constant_result(result, what: str) -> Value:
     """A capture-time result of a builtin or method on constants."""
+    if type(result) in (set, frozenset) and not is_literal(result):
+        from .sets import SetValue
+
+        return SetValue.of_constant(result)  # raises GraphBreak for unhashable or NaN members
     if isinstance(result, torch.Size):
         return SizeValue([ConstantValue(d) for d in result])
     if is_literal(result) or type(result) in (tuple, list, dict) and _all_literal(result):
