@@ -515,3 +515,6 @@ def locals_read(w, scope, depth):
         return None
     return [w.rng.choice(['print(sorted(locals()), file=buf)', 'print(len(locals()), file=buf)',
                          'print("{k}".format(**locals()), file=buf)' if "k" in scope.own else "pass"])]
+
+
+from . import productions_sets  # noqa: E402,F401  (sets, frozensets, match statements)
