@@ -205,6 +205,27 @@ def _mlp20_seq():
     return CaseInstance(nn.Sequential(*layers), (_t(8, 64),))
 
 
+@case("dyn_one_op", "micro", "one_op with dim 0 of x marked dynamic (a symbolic entry)")
+def _dyn_one_op():
+    x = _t(8)
+    dynacap.mark_dynamic(x, 0)  # the same mark torch.compile reads (``_dynamo_dynamic_indices``)
+    return CaseInstance(_one_op().fn, (x,))
+
+
+@case("dyn_reshape", "micro", "x.view(x.size(0), -1) * x.size(1), x: 8x4 with both dims marked dynamic")
+def _dyn_reshape():
+    def dyn_reshape(x):
+        return x.view(x.size(0), -1) * x.size(1)
+    x = _t(8, 4)
+    dynacap.mark_dynamic(x, [0, 1])
+    return CaseInstance(dyn_reshape, (x,))
+
+
+@case("static_reshape", "micro", "dyn_reshape without the marks (a static entry)")
+def _static_reshape():
+    return CaseInstance(_dyn_reshape().fn, (_t(8, 4),))
+
+
 @case("break1", "break", "sin; print to StringIO; cos: 1 graph break")
 def _break1():
     buf = io.StringIO()

@@ -12,7 +12,7 @@ import re
 
 import torch
 
-from .guard import COMPLEX_BITS, FLOAT_BITS, Guard, GuardSet, same_constant
+from .guard import COMPLEX_BITS, FLOAT_BITS, SHAPE, STRIDE, Guard, GuardSet, same_constant
 
 
 class CompiledGuard:
@@ -108,11 +108,21 @@ def _share_prefixes(guards: list[Guard]) -> list[str]:
     local is always assigned before it is used.
     """
     known: list[tuple[str, str]] = []  # (source expression, local), longest first
+    bound: list[tuple[str, str]] = []  # (``L['x'].size()``, the local holding it)
     out = []
     for g in guards:
         expr = g.expr
+        if g.kind == "SYMBOLIC_SHAPE":
+            for read, name in bound:
+                expr = expr.replace(read + "[", name + "[")
         for prefix, var in known:
             expr = expr.replace(prefix + ".", var + ".").replace(prefix + "[", var + "[")
+        if g.kind == "TENSOR_MATCH":
+            # Symbolic-shape guards (evaluated after every tensor check) read the bound sizes/strides.
+            for name, obj in g.constants.items():
+                if obj is SHAPE or obj is STRIDE:
+                    read = f"{g.source.expr()}.{'size' if obj is SHAPE else 'stride'}()"
+                    bound.append((read, name))
         if g.source is not None and g.kind in ("ID_MATCH", "TYPE_MATCH"):
             src = g.source.expr()
             reduced = src

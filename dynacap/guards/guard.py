@@ -133,16 +133,20 @@ class GuardSet:
         """
         size = _pattern(t.shape, fake.shape if fake is not None else None)
         stride = _pattern(t.stride(), fake.stride() if fake is not None else None)
+        symbolic = None in size or None in stride
         shown = [d if d is not None else s for d, s in zip(size, fake.shape)] if None in size else list(size)
         desc = (f"{source.expr()}: {type(t).__name__} {str(t.dtype).replace('torch.', '')}{shown} "
                 f"stride={list(stride)} device={t.device} requires_grad={t.requires_grad}")
         # One inline expression (no helper call): the tensor is read once through a walrus.
         device = "{v}.is_cpu" if t.device.type == "cpu" else "{v}.device == {device}"
         template = ("(type({v} := {s}) is {t} and {v}.dtype is {dtype} and {v}.requires_grad is "
-                    f"{t.requires_grad} and {_matches('{v}.shape', '{sh}', size)} and "
-                    f"{_matches('{v}.stride()', '{st}', stride)} and {device})")
+                    f"{t.requires_grad} and {_matches('{v}.shape', '{sh}' if symbolic else None, size)} and "
+                    f"{_matches('{v}.stride()', '{st}' if symbolic else None, stride)} and {device})")
+        # A symbolic tensor's sizes and strides are bound to locals (``SHAPE``/``STRIDE``), which
+        # its symbolic-shape guards read instead of calling ``size()`` again (``check.py``).
+        bound = {"sh": SHAPE, "st": STRIDE} if symbolic else {}
         self.add("TENSOR_MATCH", source, template.replace("{v}", "{var}"), desc, spec=TensorSpec.of(t, size, stride),
-                 var=_VARIABLE, sh=_VARIABLE, st=_VARIABLE, t=type(t), dtype=t.dtype, device=t.device)
+                 var=_VARIABLE, t=type(t), dtype=t.dtype, device=t.device, **bound)
 
     def symbolic_shape(self, expr: str, constants: dict) -> None:
         """A relation the ShapeEnv recorded (``2 <= L['x'].size()[0]``); ``constants``: names it uses."""
@@ -210,10 +214,15 @@ def _pattern(values, symbolic) -> tuple:
     return tuple(None if isinstance(s, torch.SymInt) else v for v, s in zip(values, symbolic))
 
 
-def _matches(read: str, var: str, pattern: tuple) -> str:
-    """An expression checking ``read`` (a size or stride tuple) against ``pattern`` (None: any value)."""
-    if None not in pattern:
+def _matches(read: str, var: str | None, pattern: tuple) -> str:
+    """An expression checking ``read`` (a size or stride tuple) against ``pattern`` (None: any value).
+
+    With ``var``, the tuple read is also stored in that local.
+    """
+    if var is None:
         return f"{read} == {pattern!r}"
+    if None not in pattern:
+        return f"({var} := {read}) == {pattern!r}"
     checks = [f"len({var} := {read}) == {len(pattern)}"]
     checks += [f"{var}[{i}] == {v}" for i, v in enumerate(pattern) if v is not None]
     return " and ".join(checks)
@@ -224,6 +233,9 @@ class _Name:
 
 
 _VARIABLE = _Name()
+#: The locals a symbolic tensor's ``TENSOR_MATCH`` stores its sizes and strides in.
+SHAPE = _Name()
+STRIDE = _Name()
 
 
 def _short(obj) -> str:

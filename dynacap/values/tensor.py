@@ -2,7 +2,7 @@
 
 Metadata (shape, dtype, device, ``dim()``...) is answered from the fake
 tensor at capture time: static sizes are constants (guarded), symbolic
-ones (dynamic shapes) ``sym_size`` nodes giving ``SymNumberValue``s.  Operations become
+ones (dynamic shapes) ``size`` nodes giving ``SymNumberValue``s.  Operations become
 graph nodes through ``tx.graph.call``.  Anything that needs the tensor's
 *data* in Python (``if x.sum() > 0``, ``.item()``, ``.tolist()``) is a
 graph break with a reason that says so.
@@ -47,6 +47,8 @@ class TensorValue(Value):
         self.source = source
         #: The runtime class (``nn.Parameter`` for parameters; fake tensors hide it).
         self.real_type = real_type
+        #: dim -> the ``SymNumberValue`` of a symbolic size already read (one node per dim).
+        self._symbolic_sizes: dict = {}
 
     def kind(self) -> str:
         return "tensor"
@@ -65,12 +67,18 @@ class TensorValue(Value):
         )
 
     def size_item(self, tx, dim: int) -> Value:
-        """``x.size(dim)``: a constant, or a ``sym_size`` node when the dim is symbolic."""
+        """``x.size(dim)``: a constant, or a ``size`` node (one per dim) when the dim is symbolic."""
         d = self.fake.shape[dim]
         if isinstance(d, int):
             return ConstantValue(d)
-        return tx.graph.call("call_function", torch.ops.aten.sym_size.int, [self, ConstantValue(dim % self.fake.dim())],
-                             {}, "tensor.size()")
+        dim %= self.fake.dim()
+        known = self._symbolic_sizes.get(dim)
+        if known is None or getattr(known.node, "_erased", False):
+            # ``x.size(d)`` rather than ``aten.sym_size``: the same for every backend, and a plain
+            # method call (not a dispatcher op) when the graph runs as Python.
+            known = self._symbolic_sizes[dim] = tx.graph.call(
+                "call_method", "size", [self, ConstantValue(dim)], {}, "tensor.size()")
+        return known
 
     def sizes(self, tx) -> SizeValue:
         return SizeValue([self.size_item(tx, i) for i in range(self.fake.dim())])
@@ -114,7 +122,7 @@ def _numel(tx, t: TensorValue):
     n = t.fake.numel()
     if isinstance(n, int):
         return ConstantValue(n)
-    return tx.graph.call("call_function", torch.ops.aten.sym_numel.default, [t], {}, "tensor.numel()")
+    return tx.graph.call("call_method", "numel", [t], {}, "tensor.numel()")
 
 
 def _stride(tx, t: TensorValue, dim=None):
@@ -123,7 +131,7 @@ def _stride(tx, t: TensorValue, dim=None):
         return None
     dims = range(t.fake.dim()) if dim is None else [dim % t.fake.dim()]
     items = [ConstantValue(strides[d]) if isinstance(strides[d], int) else
-             tx.graph.call("call_function", torch.ops.aten.sym_stride.int, [t, ConstantValue(d)], {}, "tensor.stride()")
+             tx.graph.call("call_method", "stride", [t, ConstantValue(d)], {}, "tensor.stride()")
              for d in dims]
     return TupleValue(items) if dim is None else items[0]
 
