@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -49,9 +50,20 @@ EXPECTED = {
     # Dynamo says it is compiling while it traces: a different result, an exit
     "compiler_aware/aware.py::CompileAware": "wrong_result",
     "compiler_aware/aware.py::ExitWhenCompiled": "crash",
+    # hostile probes (issue 14): statuses that do not depend on the sandbox; what they
+    # reached is checked outside (test_hostile_probes_reach_nothing)
+    "hostile/snoop.py::EnvSnoop": "eager_error",
+    "hostile/persist.py::LeaveFiles": "ok",
+    "hostile/daemon.py::Daemonize": "ok",
+    "hostile/reach.py::ReachCaller": "ok",
+    "hostile/forkbomb.py::ForkBomb": "eager_error",
+    "hostile/forge.py::ForgeResults": "crash",        # forges results when is_compiling()
 }
 #: cases whose dynacap status depends on the capture engine, not on the harness
-ENGINE_DEPENDENT = {"compiler_aware/aware.py::CompileAware", "compiler_aware/aware.py::ExitWhenCompiled"}
+ENGINE_DEPENDENT = {"compiler_aware/aware.py::CompileAware", "compiler_aware/aware.py::ExitWhenCompiled",
+                    "hostile/forge.py::ForgeResults"}
+#: a secret in the caller's environment during the fixture run: it must reach no output
+SECRET = "dcprobe-SECRET-value-7f3a"
 #: cheap cases for the resume and Dask runs; the 4th (a 3 s hang) keeps a
 #: one-job run busy long enough to be killed after three finished cases
 QUICK = ["crashes/exits.py::HardExit", "crashes/segv.py::Segfaulter", "eager_fails/broken.py::CtorRaises",
@@ -81,24 +93,67 @@ def _quick_manifest(path):
     return str(path)
 
 
+def _left_files() -> set[str]:
+    return {f for f in os.listdir("/dev/shm") + os.listdir("/tmp") if f.startswith("dynacap-probe-left-")}
+
+
+class CallerTraps:
+    """What a hostile case could reach of its callers: UNIX listeners (abstract and in /tmp,
+    named so that the probe finds them) and a SIGURG handler in the test process."""
+
+    def __enter__(self):
+        tag = f"dynacap-probe-{os.getpid()}"
+        self.abstract = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.abstract.bind("\0" + tag)
+        self.path = f"/tmp/{tag}.sock"
+        self.pathname = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.pathname.bind(self.path)
+        for s in (self.abstract, self.pathname):
+            s.listen(16)
+            s.setblocking(False)
+        self.left_before = _left_files()
+        self.signals = []
+        self.old_handler = signal.signal(signal.SIGURG, lambda *a: self.signals.append(time.time()))
+        return self
+
+    def __exit__(self, *exc):
+        signal.signal(signal.SIGURG, self.old_handler)
+        self.connections = 0
+        for s in (self.abstract, self.pathname):
+            while True:
+                try:
+                    s.accept()[0].close()
+                    self.connections += 1
+                except BlockingIOError:
+                    break
+            s.close()
+        os.unlink(self.path)
+
+
 @pytest.fixture(scope="module")
 def dynamo_run(tmp_path_factory):
+    """The fixture corpus under Dynamo, run by the CLI with a secret in its environment
+    (a variable set in-process would not show in /proc/<pid>/environ)."""
     out = tmp_path_factory.mktemp("fixtures-dynamo")
-    res = run_corpus(CorpusOptions(paths=[FIXTURES], out=str(out), compiler="dynamo", jobs=2,
-                                   timeout=90, repeat=2, progress=False))
-    return out, res
+    with CallerTraps() as traps:
+        r = subprocess.run([sys.executable, "-m", "dynacap", "corpus", FIXTURES, "--compiler", "dynamo",
+                            "--jobs", "2", "--timeout", "90", "--repeat", "2", "--no-progress", "--out", str(out)],
+                           cwd=REPO, capture_output=True, text=True, timeout=600,
+                           env=dict(os.environ, DYNACAP_PROBE_SECRET=SECRET))
+    assert r.returncode == 0, r.stderr[-3000:]
+    return out, json.loads((out / "run.json").read_text()), traps
 
 
 def test_every_fixture_case_gets_its_status(dynamo_run):
-    out, res = dynamo_run
+    out, meta, _ = dynamo_run
     got = _statuses(out, "dynamo")
     assert got == EXPECTED
-    assert res.executed == len(EXPECTED) and res.skipped == 0
+    assert meta["executed"] == len(EXPECTED) and meta["skipped_finished"] == 0
     assert os.path.getsize(out / "report.html") > 2000 and (out / "report.md").exists()
 
 
 def test_fixture_details(dynamo_run):
-    out, _ = dynamo_run
+    out, _, _ = dynamo_run
     recs = {r["id"]: r for r in read_records(os.path.join(out, "results.jsonl"))}
     stub = recs["missing_dep/model.py::StillWorks"]["prepare"]["stubbed_imports"]
     assert stub == ["fancy_third_party_lib", "another_missing_pkg"]
@@ -208,6 +263,79 @@ def test_sandbox_confines_the_case(tmp_path, monkeypatch):
         pytest.skip(f"no Landlock on this kernel: {sb}")
     assert rec["results"]["dynamo"]["status"] == "ok", rec["prepare"].get("error")
     assert not (proj / "pwned.txt").exists() and not (out / "pwned.txt").exists()
+
+
+def _processes_named(name: str) -> list[int]:
+    out = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                if f.read().strip() == name:
+                    out.append(int(pid))
+        except OSError:
+            pass
+    return out
+
+
+def _need(sb: dict, *names: str) -> None:
+    from dynacap.harness.sandbox import protections
+    have = protections(sb)
+    missing = [n for n in names if not have[n]]
+    if missing:
+        pytest.skip(f"not on this machine: {', '.join(missing)}")
+
+
+def _probe(dynamo_run, case):
+    out, _, traps = dynamo_run
+    recs = {r["id"]: r for r in read_records(os.path.join(out, "results.jsonl"))}
+    return out, traps, recs[f"hostile/{case}"], recs["hostile/snoop.py::EnvSnoop"]["sandbox"]
+
+
+# The must-show of issue 14, over the probe run (the fixture corpus includes tests/corpus_fixtures/hostile)
+def test_probe_secret_of_the_caller_reaches_no_output(dynamo_run):
+    out, _, rec, sb = _probe(dynamo_run, "snoop.py::EnvSnoop")
+    _need(sb, "own PID namespace and /proc")
+    assert rec["prepare"]["error"].startswith("forward: RuntimeError: secrets seen: []"), rec["prepare"]["error"]
+    for name in os.listdir(out):
+        assert SECRET not in (out / name).read_text(errors="replace"), name
+
+
+def test_probe_no_case_process_outlives_the_run(dynamo_run):
+    _, _, rec, sb = _probe(dynamo_run, "daemon.py::Daemonize")
+    _need(sb, "every case process killed at the end")
+    assert rec["results"]["dynamo"]["status"] == "ok"          # the daemon was started
+    assert not _processes_named("dcprobe-daemon")
+
+
+def test_probe_forged_results_are_not_a_pass(dynamo_run):
+    _, _, rec, sb = _probe(dynamo_run, "forge.py::ForgeResults")
+    _need(sb, "writes only in scratch (Landlock)")
+    forged = rec["results"]["dynamo"]
+    assert forged["status"] == "crash" and "result channel" in forged["error"], forged
+    assert rec["prepare"]["status"] == "ok"
+
+
+def test_probe_leaves_nothing_in_dev_shm(dynamo_run):
+    _, traps, rec, sb = _probe(dynamo_run, "persist.py::LeaveFiles")
+    _need(sb, "private /tmp and /dev/shm")
+    assert rec["results"]["dynamo"]["status"] == "ok"
+    assert _left_files() <= traps.left_before
+
+
+def test_probe_reaches_no_socket_and_signals_nothing_of_the_caller(dynamo_run):
+    _, traps, rec, sb = _probe(dynamo_run, "reach.py::ReachCaller")
+    _need(sb, "private /tmp and /dev/shm", "own PID namespace and /proc", "no network (network namespace)",
+          "signals and abstract sockets scoped (Landlock 6)")
+    assert rec["results"]["dynamo"]["status"] == "ok"
+    assert traps.connections == 0 and traps.signals == []
+    assert not os.path.exists(os.path.join(FIXTURES, "hostile", "planted.sock"))
+
+
+def test_probe_fork_bomb_meets_the_process_limit(dynamo_run):
+    _, _, rec, sb = _probe(dynamo_run, "forkbomb.py::ForkBomb")
+    _need(sb, "process limit that holds for root")
+    err = rec["prepare"]["error"]
+    assert int(err.split("forked ")[1].split()[0]) < 256, err
 
 
 @pytest.mark.slow

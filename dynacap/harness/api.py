@@ -46,6 +46,9 @@ class CorpusOptions:
     command: str | None = None
     allow_network: bool = False
     fork_server: bool = True             # start workers from a pre-warmed zygote
+    max_processes: int = 256             # pids.max of each case's cgroup (processes and threads)
+    require_sandbox: bool = False        # refuse to run unless every protection is active
+    namespaces: bool = True              # per-case PID/mount namespaces (False: only for tests)
 
     def compilers(self) -> list[str]:
         """Compilers in execution order.  Dynamo runs first: if it takes the worker
@@ -76,6 +79,8 @@ def worker_config(opts: CorpusOptions, run_id: str) -> dict:
         "infer_budget_s": opts.infer_budget_s if opts.infer_budget_s is not None else min(30.0, opts.timeout / 3),
         "timing_budget_s": max(0.5, min(3.0, opts.timeout / 20)), "run_id": run_id,
         "allow_network": opts.allow_network, "fork_server": opts.fork_server,
+        "max_processes": opts.max_processes, "require_sandbox": opts.require_sandbox,
+        "namespaces": opts.namespaces,
     }
 
 

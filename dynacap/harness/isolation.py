@@ -1,10 +1,13 @@
 """Running one case in isolated subprocesses and turning what happened into a record.
 
 Runs in the harness process (or on a Dask worker).  For each case it makes a
-scratch folder outside the corpus and the output folder, writes the task
-there, starts the worker (:mod:`dynacap.harness.worker`) with a scrubbed
-environment in its own session, enforces the wall-clock limit by killing the
-process group, and reads the worker's events.  A phase that was running when
+case folder outside the corpus and the output folder (the task, the events
+the launcher recorded, the output files, and the ``scratch`` subfolder that
+is the case's), a ``pids`` cgroup (:mod:`dynacap.harness.cgroups`), starts
+the worker (:mod:`dynacap.harness.launcher`, then
+:mod:`dynacap.harness.worker`) with a scrubbed environment in its own
+session, enforces the wall-clock limit by killing the process group, kills
+whatever is left in the cgroup, and reads the events.  A phase that was running when
 the worker died becomes ``crash`` (or ``timeout``); phases not yet run are
 retried in a fresh worker, so one compiler's crash does not cost the other's
 result.  It must not interpret user code itself, nor write results files (the
@@ -24,7 +27,7 @@ import threading
 import time
 
 from .case import CASE_LEVEL, CRASH, OK, TIMEOUT, Case, jsonable
-from . import sandbox
+from . import cgroups, sandbox
 
 #: Bootstrap of a plain worker process (``python -I -B -c``; see ``sandbox.boot_script``).
 BOOT = sandbox.boot_script("from dynacap.harness.worker import main\nmain(sys.argv[2])")
@@ -113,9 +116,9 @@ def _kill_group(proc) -> None:
         pass
 
 
-def _run_forked(z, task: str, env: dict, scratch: str, timeout_s: float):
+def _run_forked(z, task: str, env: dict, scratch: str, out_path: str, err_path: str, timeout_s: float):
     """Run the worker as a child of the zygote; returns (rc, timed_out)."""
-    pid = z.spawn(task, env, scratch, os.path.join(scratch, "stdout.txt"), os.path.join(scratch, "stderr.txt"))
+    pid = z.spawn(task, env, scratch, out_path, err_path)
     with _LIVE_LOCK:
         _LIVE.add(pid)
     try:
@@ -137,61 +140,78 @@ def _run_forked(z, task: str, env: dict, scratch: str, timeout_s: float):
             _LIVE.discard(pid)
 
 
+def _write_task(case_dir: str, case: Case, phases: list[str], cfg: dict, prepared, group) -> str:
+    task = os.path.join(case_dir, "task.json")
+    with open(task, "w") as f:
+        json.dump(jsonable({"case": case.to_dict(), "phases": phases, "config": cfg, "prepared": prepared,
+                            "sandbox": {"cgroup": group.path, "cgroup_limit": group.max_pids,
+                                        "namespaces": cfg.get("namespaces", True)}}), f)
+    return task
+
+
 def run_worker(case: Case, phases: list[str], cfg: dict, prepared: dict | None,
                timeout_s: float) -> dict:
-    """One worker process; returns its events, exit status and output tails."""
-    scratch = tempfile.mkdtemp(prefix="dynacap-case-")
+    """One worker process; returns its events, exit status and output tails.
+
+    The case folder holds the task, the launcher's events and the output
+    files; only its ``scratch`` subfolder is the case's to write.
+    """
+    case_dir = tempfile.mkdtemp(prefix="dynacap-case-")
+    scratch = os.path.join(case_dir, "scratch")
+    os.mkdir(scratch, 0o700)
+    group = cgroups.CaseGroup(int(cfg.get("max_processes", 256)))
+    out_path, err_path = os.path.join(case_dir, "stdout.txt"), os.path.join(case_dir, "stderr.txt")
     try:
-        task = os.path.join(scratch, "task.json")
-        with open(task, "w") as f:
-            json.dump(jsonable({"case": case.to_dict(), "phases": phases, "config": cfg,
-                                "prepared": prepared}), f)
+        task = _write_task(case_dir, case, phases, cfg, prepared, group)
         env = sandbox.child_env(scratch)
         t0 = time.monotonic()
         z = get_zygote() if cfg.get("fork_server", True) else None
-        rc = None
+        rc, forked = None, False
         if z is not None:
             from .zygote import ZygoteDied
             try:
-                rc, timed_out = _run_forked(z, task, env, scratch, timeout_s)
+                rc, timed_out = _run_forked(z, task, env, scratch, out_path, err_path, timeout_s)
+                forked = True
             except ZygoteDied:
                 rc = None
-                for name in ("events.jsonl", "stdout.txt", "stderr.txt"):
+                group.kill_all()
+                for path in (os.path.join(case_dir, "events.jsonl"), out_path, err_path):
                     try:
-                        os.unlink(os.path.join(scratch, name))
+                        os.unlink(path)
                     except OSError:
                         pass
-        if rc is not None:
-            return {"events": _read_events(os.path.join(scratch, "events.jsonl")), "rc": rc,
-                    "timed_out": timed_out, "elapsed_s": time.monotonic() - t0,
-                    "stderr": _tail(os.path.join(scratch, "stderr.txt")),
-                    "stdout": _tail(os.path.join(scratch, "stdout.txt"), 1500), "forked": True}
-        with open(os.path.join(scratch, "stdout.txt"), "wb") as out, \
-                open(os.path.join(scratch, "stderr.txt"), "wb") as err:
+        if rc is None:
             t0 = time.monotonic()
-            proc = subprocess.Popen([sys.executable, "-I", "-B", "-c", BOOT, PACKAGE_PARENT, task],
-                                    cwd=scratch, env=env, stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=err, start_new_session=True, close_fds=True)
-            with _LIVE_LOCK:
-                _LIVE.add(proc)
-            timed_out = False
-            try:
-                rc = proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                _kill_group(proc)
-                rc = proc.wait()
-            finally:
-                _kill_group(proc)           # leftovers of the group (daemons the case started)
-                with _LIVE_LOCK:
-                    _LIVE.discard(proc)
-            elapsed = time.monotonic() - t0
-        return {"events": _read_events(os.path.join(scratch, "events.jsonl")), "rc": rc,
-                "timed_out": timed_out, "elapsed_s": elapsed,
-                "stderr": _tail(os.path.join(scratch, "stderr.txt")),
-                "stdout": _tail(os.path.join(scratch, "stdout.txt"), 1500)}
+            rc, timed_out = _run_subprocess(task, env, scratch, out_path, err_path, timeout_s)
+        elapsed = time.monotonic() - t0
+        leftovers = group.close()
+        return {"events": _read_events(os.path.join(case_dir, "events.jsonl")), "rc": rc,
+                "timed_out": timed_out, "elapsed_s": elapsed, "leftovers_killed": leftovers,
+                "stderr": _tail(err_path), "stdout": _tail(out_path, 1500), "forked": forked}
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        group.close()
+        shutil.rmtree(case_dir, ignore_errors=True)
+
+
+def _run_subprocess(task: str, env: dict, scratch: str, out_path: str, err_path: str, timeout_s: float):
+    with open(out_path, "wb") as out, open(err_path, "wb") as err:
+        proc = subprocess.Popen([sys.executable, "-I", "-B", "-c", BOOT, PACKAGE_PARENT, task],
+                                cwd=scratch, env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=err, start_new_session=True, close_fds=True)
+        with _LIVE_LOCK:
+            _LIVE.add(proc)
+        timed_out = False
+        try:
+            rc = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc)
+            rc = proc.wait()
+        finally:
+            _kill_group(proc)           # leftovers of the group (daemons the case started)
+            with _LIVE_LOCK:
+                _LIVE.discard(proc)
+    return rc, timed_out
 
 
 def run_case(case: Case, cfg: dict) -> dict:
@@ -215,9 +235,11 @@ def run_case(case: Case, cfg: dict) -> dict:
         w = run_worker(case, phases, wcfg, prepared, timeout_s)
         workers += 1
         launcher = "fork-server" if w.get("forked") else "subprocess"
-        started = None
+        started, violation = None, None
         for ev in w["events"]:
-            if ev.get("event") == "sandbox":
+            if ev.get("event") == "violation":
+                violation = ev.get("detail")
+            elif ev.get("event") == "sandbox":
                 sandbox_info = ev.get("sandbox")
             elif ev.get("event") == "start":
                 started = ev.get("phase")
@@ -233,7 +255,11 @@ def run_case(case: Case, cfg: dict) -> dict:
             break
         if started is not None or (pending and pending[0] in phases):
             ph = started or pending[0]
-            if w["timed_out"]:
+            if violation:
+                res = {"status": CRASH, "where": ph,
+                       "error": f"the case wrote to the harness's result channel during {ph} ({violation}); "
+                                "the worker was killed"}
+            elif w["timed_out"]:
                 res = {"status": TIMEOUT, "error": f"no result after {timeout_s:.0f}s (wall clock)",
                        "where": ph}
             else:

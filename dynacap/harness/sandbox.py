@@ -1,4 +1,4 @@
-"""Confinement of crawled code: scrubbed environment, rlimits, Landlock, no network.
+"""Confinement of crawled code: scrubbed environment, rlimits, Landlock, no network, no capabilities.
 
 Two halves.  :func:`child_env` runs in the harness process and builds the
 environment a case worker starts with: nothing inherited but ``PATH`` and the
@@ -6,10 +6,12 @@ locale, ``HOME``/``TMPDIR`` pointing into the case's scratch folder, thread
 counts pinned; no tokens or credentials reach crawled code.  :func:`apply` runs
 first thing inside the worker, before any project code is imported: it sets
 resource limits (CPU time, address space, file size, processes, no core
-dumps), asks to die with its parent, tries to detach from the network (Linux
-network namespace, root only) and, where the kernel has Landlock, forbids
-writing anywhere but the scratch folder (so the corpus and the output folder
-stay read-only to the case).  Each measure is best effort and reported.
+dumps), tries to detach from the network (network namespace), applies
+Landlock (:mod:`dynacap.harness.landlock`: writes only in the scratch folder
+and the case's private ``/dev/shm``, no TCP, scoped signals and
+abstract sockets) and drops every capability.  Namespaces, the process limit
+and killing leftovers are the launcher's (:mod:`dynacap.harness.launcher`).
+Each measure is best effort and reported.
 This module must not run user code or decide statuses.
 """
 from __future__ import annotations
@@ -38,7 +40,6 @@ def child_env(scratch: str, extra: dict | None = None) -> dict:
         "TRITON_CACHE_DIR": os.path.join(scratch, ".triton"),
         "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
         "CUDA_VISIBLE_DEVICES": "", "PYTHONHASHSEED": "0",
-        "DYNACAP_HARNESS_PPID": str(os.getpid()),
     })
     if extra:
         env.update(extra)
@@ -46,63 +47,38 @@ def child_env(scratch: str, extra: dict | None = None) -> dict:
 
 
 # ----------------------------------------------------------------- child side
-_PR_SET_PDEATHSIG = 1
-_PR_SET_NO_NEW_PRIVS = 38
+_PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
 _CLONE_NEWNET = 0x40000000
-_LL_CREATE, _LL_ADD_RULE, _LL_RESTRICT = 444, 445, 446
-_LL_CREATE_RULESET_VERSION = 1
-_LL_RULE_PATH_BENEATH = 1
-# filesystem access rights that write
-_FS_WRITE_FILE = 1 << 1
-_FS_WRITE = (_FS_WRITE_FILE | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 9)
-             | (1 << 10) | (1 << 11) | (1 << 12))
-_FS_REFER, _FS_TRUNCATE = 1 << 13, 1 << 14
-_NET_BIND_TCP, _NET_CONNECT_TCP = 1, 2
+_CAP_VERSION_3 = 0x20080522
 
 
-class _RulesetAttr(ctypes.Structure):
-    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64)]
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
 
 
-class _PathBeneath(ctypes.Structure):
-    _pack_ = 1
-    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                ("inheritable", ctypes.c_uint32)]
 
 
 def _libc():
     return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 
 
-def _landlock(libc, writable: list[str]) -> str:
-    abi = libc.syscall(_LL_CREATE, None, ctypes.c_size_t(0), ctypes.c_uint32(_LL_CREATE_RULESET_VERSION))
-    if abi < 1:
-        return "unavailable"
-    fs = _FS_WRITE | (_FS_REFER if abi >= 2 else 0) | (_FS_TRUNCATE if abi >= 3 else 0)
-    net = (_NET_BIND_TCP | _NET_CONNECT_TCP) if abi >= 4 else 0
-    attr = _RulesetAttr(fs, net)
-    size = ctypes.sizeof(attr) if abi >= 4 else 8
-    rfd = libc.syscall(_LL_CREATE, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
-    if rfd < 0:
-        return f"failed (errno {ctypes.get_errno()})"
+def _drop_capabilities(libc) -> str:
+    """No capability left, none regained by exec (root keeps its uid, not its privileges)."""
     try:
-        for path, access in writable:
-            try:
-                fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-            except OSError:
-                continue
-            try:
-                rule = _PathBeneath(access & fs, fd)
-                libc.syscall(_LL_ADD_RULE, ctypes.c_int(rfd), ctypes.c_int(_LL_RULE_PATH_BENEATH),
-                             ctypes.byref(rule), ctypes.c_uint32(0))
-            finally:
-                os.close(fd)
-        if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-            return "failed (no_new_privs)"
-        if libc.syscall(_LL_RESTRICT, ctypes.c_int(rfd), ctypes.c_uint32(0)) != 0:
-            return f"failed (errno {ctypes.get_errno()})"
-    finally:
-        os.close(rfd)
-    return f"abi {abi}" + (", tcp blocked" if net else "")
+        with open("/proc/sys/kernel/cap_last_cap") as f:
+            last = int(f.read())
+    except (OSError, ValueError):
+        last = 63
+    libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    for cap in range(last + 1):
+        libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)
+    data = (_CapData * 2)()
+    if libc.capset(ctypes.byref(_CapHeader(_CAP_VERSION_3, 0)), data) != 0:
+        return f"failed (errno {ctypes.get_errno()})"
+    return "dropped"
 
 
 def _count_user_tasks() -> int:
@@ -121,19 +97,19 @@ def _count_user_tasks() -> int:
 
 
 def apply(scratch: str, *, cpu_s: float, memory_mb: int, file_mb: int = 256,
-          nproc_extra: int = 64, network: bool = False) -> dict:
-    """Confine the current (worker) process; returns what was applied."""
+          nproc_extra: int = 64, network: bool = False, private_dirs: tuple = ()) -> dict:
+    """Confine the current (worker) process; returns what was applied.
+
+    ``private_dirs`` are folders the case's mount namespace made its own
+    (``/dev/shm``): writable like the scratch folder (``/tmp`` stays read-only:
+    the case's temporary folder is in its scratch folder).
+    """
     report: dict = {}
     libc = None
     try:
         libc = _libc()
     except OSError:
         pass
-    if libc is not None:          # die with the harness
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        ppid = os.environ.get("DYNACAP_HARNESS_PPID")
-        if ppid and ppid.isdigit() and os.getppid() != int(ppid):
-            os._exit(70)
     limits = [("cpu_s", resource.RLIMIT_CPU, int(cpu_s) + 1),
               ("core", resource.RLIMIT_CORE, 0),
               ("fsize_mb", resource.RLIMIT_FSIZE, file_mb << 20)]
@@ -154,21 +130,55 @@ def apply(scratch: str, *, cpu_s: float, memory_mb: int, file_mb: int = 256,
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)     # oversize writes fail instead of killing
     except (OSError, ValueError):
         pass
-    if os.getuid() == 0 and hasattr(resource, "RLIMIT_NPROC"):
-        report["nproc_note"] = "not enforced for root"
     if libc is not None and not network:
         report["netns"] = "isolated" if libc.unshare(_CLONE_NEWNET) == 0 else "unavailable"
     if libc is not None and sys.platform.startswith("linux"):
-        rw = _FS_WRITE | _FS_REFER | _FS_TRUNCATE
-        writable = [(scratch, rw), ("/dev/null", _FS_WRITE_FILE | _FS_TRUNCATE),
-                    ("/dev/shm", rw)]
+        from . import landlock
+        rw = landlock.WRITE | landlock.REFER | landlock.TRUNCATE
+        writable = [(scratch, rw), ("/dev/null", landlock.WRITE_FILE | landlock.TRUNCATE)]
+        writable += [(d, rw) for d in private_dirs]
         try:
-            report["landlock"] = _landlock(libc, writable)
+            report.update(landlock.restrict(writable, libc))
         except Exception as e:  # noqa: BLE001 - never fail the case on the sandbox itself
             report["landlock"] = f"failed: {e}"
+        report["capabilities"] = _drop_capabilities(libc)
     else:
         report["landlock"] = "unavailable"
     return report
+
+
+def launcher_facts(launcher: dict, cgroup_limit) -> dict:
+    """What the launcher set up for the worker, in the form of the sandbox report."""
+    mounts = launcher.get("mounts") or {}
+    facts = {"pidns": launcher.get("pidns"), "namespaces": launcher.get("namespaces"),
+             "private": list(mounts.get("private", [])), "proc": mounts.get("proc", "shared"),
+             "cgroup": f"pids.max {cgroup_limit}" if launcher.get("cgroup") == "joined"
+             else launcher.get("cgroup", "unavailable")}
+    if mounts.get("error") or mounts.get("failed"):
+        facts["mount_errors"] = [mounts["error"]] if mounts.get("error") else []
+        facts["mount_errors"] += mounts.get("failed", [])
+    if launcher.get("host_root"):
+        facts["nproc_note"] = "not enforced for root"
+    return facts
+
+
+def protections(sb: dict) -> dict[str, bool]:
+    """Each protection of the issue-14 threat model and whether ``sb`` (a sandbox report) has it."""
+    pidns = sb.get("pidns") == "own" and sb.get("proc") in ("own", "hidden")
+    cgroup = str(sb.get("cgroup", "")).startswith("pids.max")
+    ll = str(sb.get("landlock", ""))
+    abi = sb.get("landlock_abi") or 0
+    return {
+        "own PID namespace and /proc": pidns,
+        "private /tmp and /dev/shm": {"/tmp", "/dev/shm"} <= set(sb.get("private") or ()),
+        "every case process killed at the end": pidns or cgroup,
+        "process limit that holds for root": cgroup or (isinstance(sb.get("nproc"), int)
+                                                         and not sb.get("nproc_note")),
+        "writes only in scratch (Landlock)": ll.startswith("abi"),
+        "no network (network namespace)": sb.get("netns") == "isolated",
+        "signals and abstract sockets scoped (Landlock 6)": abi >= 6,
+        "no capabilities": sb.get("capabilities") == "dropped",
+    }
 
 
 def boot_script(entry: str) -> str:

@@ -1,14 +1,16 @@
 """The case worker: the subprocess that imports, infers, runs and captures one case.
 
-Started by :mod:`dynacap.harness.isolation` with a task file in a fresh scratch
-folder.  It confines itself first (:mod:`dynacap.harness.sandbox`), then runs
+Started by :mod:`dynacap.harness.isolation` with a task file in a fresh case
+folder, inside the namespaces the launcher (:mod:`dynacap.harness.launcher`)
+made.  It confines itself first (:mod:`dynacap.harness.sandbox`), then runs
 its phases in order: ``prepare`` (import with stubs, infer constructor args and
 inputs, check that eager runs twice with identical outputs, time eager) and one
 phase per compiler (rebuild from the recipe, eager reference, compile, first
-call, compare, steady-state timing, graph stats).  Progress goes to an
-append-only events file in the scratch folder, one JSON line per event, so the
-harness knows which phase a crash or a hang hit.  It must not write anywhere
-but its scratch folder, nor decide timeouts/crashes (the harness does).
+call, compare, steady-state timing, graph stats).  Progress goes, one JSON
+line per event, through a pipe to the launcher (which alone writes the
+events file), so the harness knows which phase a crash or a hang hit.  It
+must not write anywhere but its scratch folder, nor decide timeouts/crashes
+(the harness does).
 """
 from __future__ import annotations
 
@@ -25,10 +27,10 @@ from .case import (COMPILE_ERROR, CRASH, EAGER_ERROR, IMPORT_ERROR, NONDETERMINI
 
 
 class Events:
-    """Append-only JSON-lines channel to the harness (survives a segfault)."""
+    """JSON-lines channel to the launcher, which checks and records it (survives a segfault)."""
 
-    def __init__(self, path: str):
-        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    def __init__(self, fd: int):
+        self.fd = fd
 
     def emit(self, **event) -> None:
         data = (json.dumps(jsonable(event)) + "\n").encode()
@@ -277,20 +279,40 @@ class CaseRunner:
 
 
 def main(task_path: str) -> None:
-    scratch = os.path.dirname(os.path.abspath(task_path))
+    """Entry of a case process: the launcher runs :func:`work` confined (never returns)."""
+    from .launcher import launch
+    launch(task_path, work)
+
+
+def work(task_path: str, channel_fd: int, launcher: dict) -> None:
+    """The worker proper: confine, report the sandbox, run the phases, report each."""
+    case_dir = os.path.dirname(os.path.abspath(task_path))
+    scratch = os.path.join(case_dir, "scratch")
     with open(task_path) as f:
         task = json.load(f)
-    events = Events(os.path.join(scratch, "events.jsonl"))
+    events = Events(channel_fd)
     cfg = task["config"]
     from . import sandbox
+    mounts = launcher.get("mounts") or {}
+    private = ("/dev/shm",) if "/dev/shm" in mounts.get("private", ()) else ()
     sb = sandbox.apply(scratch, cpu_s=cfg.get("cpu_limit_s", 600), memory_mb=cfg.get("memory_limit_mb", 4096),
-                       network=cfg.get("allow_network", False))
+                       network=cfg.get("allow_network", False), private_dirs=private)
+    sb.update(sandbox.launcher_facts(launcher, (task.get("sandbox") or {}).get("cgroup_limit")))
     events.emit(event="sandbox", sandbox=sb, pid=os.getpid())
+    phases = task["phases"]
+    missing = [k for k, on in sandbox.protections(sb).items() if not on]
+    if phases and cfg.get("require_sandbox") and missing:
+        events.emit(event="start", phase=phases[0], t=time.time())
+        events.emit(event="done", phase=phases[0], result={
+            "status": CRASH, "where": "sandbox", "error": "--require-sandbox: not active: " + ", ".join(missing)})
+        os._exit(0)
+    if not phases:
+        os._exit(0)
     os.chdir(scratch)
     import torch
     torch.set_num_threads(1)
     runner = CaseRunner(Case.from_dict(task["case"]), cfg, task.get("prepared"))
-    for phase in task["phases"]:
+    for phase in phases:
         events.emit(event="start", phase=phase, t=time.time())
         t0 = time.perf_counter()
         try:

@@ -4,9 +4,9 @@ Starting a worker from scratch costs seconds (importing torch, warming
 torch.compile).  The zygote is started once per harness process with the
 scrubbed environment, imports and warms everything while single-threaded,
 then forks one child per case.  The child starts a new session, redirects its
-output to the case's scratch folder, takes the case's environment, and runs
-:func:`dynacap.harness.worker.main`, which confines it exactly as a freshly
-started worker.  Protocol: JSON lines, requests on the zygote's stdin and
+output to the case folder, closes the zygote's pipes, takes the case's
+environment, and runs :func:`dynacap.harness.worker.main` (the launcher),
+which confines it exactly as a freshly started worker.  Protocol: JSON lines, requests on the zygote's stdin and
 replies (``ready``, ``spawned``, ``exit``) on its stdout.  If the zygote is
 unavailable the harness falls back to plain subprocesses.  Neither side must
 run user code before the child has confined itself, and the zygote must not
@@ -49,6 +49,20 @@ def _warm() -> dict:
     return info
 
 
+def _close_inherited_channels() -> None:
+    """Close the zygote's pipes and sockets above stderr: the case must not reach the harness."""
+    import stat
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd <= 2:
+            continue
+        try:
+            if stat.S_ISFIFO(os.fstat(fd).st_mode) or stat.S_ISSOCK(os.fstat(fd).st_mode):
+                os.close(fd)
+        except OSError:
+            pass
+
+
 def _child(req: dict) -> None:
     """In the forked child: become the case worker (never returns)."""
     try:
@@ -61,12 +75,12 @@ def _child(req: dict) -> None:
         os.dup2(fd_err, 2)
         for fd in (fd_in, fd_out, fd_err):
             os.close(fd)
+        _close_inherited_channels()
         sys.stdin = open(0, closefd=False)
         sys.stdout = open(1, "w", closefd=False)
         sys.stderr = open(2, "w", closefd=False)
         os.environ.clear()
         os.environ.update(req["env"])
-        os.environ["DYNACAP_HARNESS_PPID"] = str(os.getppid())
         import tempfile
         tempfile.tempdir = None            # pick up the case's TMPDIR
         os.chdir(req["cwd"])

@@ -1,0 +1,140 @@
+"""Per-case Linux namespaces: own PID namespace (own ``/proc``) and mount namespace.
+
+Runs in the case launcher (:mod:`dynacap.harness.launcher`), before any
+project code exists in the process.  :func:`unshare_case` moves the launcher's
+future children into a new PID and mount namespace (inside a new user
+namespace when that works, so the case's root has no privilege over the
+host; as plain root otherwise).  :func:`setup_mounts` runs in the namespace's
+init process: mount events stay private, ``/tmp``, ``/dev/shm``, ``/run`` and
+``/var/run`` become empty tmpfs (nothing persists across cases, no UNIX socket
+of the caller is reachable there), the case folder stays visible at its path,
+and a fresh ``/proc`` shows only the case's processes (an empty one when the
+kernel refuses a fresh proc mount).  When the namespace's init exits, the
+kernel kills every process left in it.  Each step is best effort and reported;
+this module must not run user code or decide statuses.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT = 1, 2, 4, 8, 32
+_MS_BIND, _MS_REC, _MS_PRIVATE = 4096, 16384, 1 << 18
+#: folders replaced by an empty tmpfs of the case (size in MiB)
+PRIVATE_DIRS = (("/tmp", 1024), ("/dev/shm", 256), ("/run", 16), ("/var/run", 16))
+
+
+def _libc():
+    return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+
+
+def _err(what: str) -> str:
+    e = ctypes.get_errno()
+    return f"{what}: {os.strerror(e)}" if e else what
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def unshare_case() -> tuple[str | None, str]:
+    """Unshare PID and mount namespaces for the next child; returns (mode, note).
+
+    ``mode`` is ``"userns"`` or ``"root"`` on success, None when neither works
+    (``note`` says why).
+    """
+    try:
+        libc = _libc()
+    except OSError as e:
+        return None, f"no libc: {e}"
+    uid, gid = os.getuid(), os.getgid()
+    notes = []
+    attempts = [("userns", CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS)]
+    if os.geteuid() == 0:
+        attempts.append(("root", CLONE_NEWPID | CLONE_NEWNS))
+    for mode, flags in attempts:
+        if libc.unshare(flags) != 0:
+            notes.append(_err(f"{mode} unshare"))
+            continue
+        if flags & CLONE_NEWUSER:
+            try:
+                _write("/proc/self/setgroups", "deny")
+                _write("/proc/self/uid_map", f"0 {uid} 1")
+                _write("/proc/self/gid_map", f"0 {gid} 1")
+            except OSError as e:          # half-made user namespace: unusable for the rest
+                return None, f"uid map: {e}"
+        return mode, "; ".join(notes)
+    return None, "; ".join(notes)
+
+
+def _mount(libc, src, target, fstype, flags, data=None) -> bool:
+    return libc.mount(src and src.encode(), target.encode(), fstype and fstype.encode(),
+                      ctypes.c_ulong(flags), data and data.encode()) == 0
+
+
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _outermost(paths) -> list[str]:
+    out: list[str] = []
+    for p in sorted({os.path.realpath(p) for p in paths if p and os.path.exists(p)}):
+        if not any(_under(p, q) for q in out):
+            out.append(p)
+    return out
+
+
+def setup_mounts(keep: list[str], writable: str) -> dict:
+    """In the namespace's init: private mounts; the ``keep`` paths (the case folder,
+    the project, the interpreter's paths) stay reachable where they are, read-only
+    but for ``writable`` (the case folder).
+
+    Returns ``{"private": [folders made private], "proc": "own" | "hidden" | reason, ...}``.
+    """
+    libc = _libc()
+    report: dict = {"private": []}
+    if not _mount(libc, None, "/", None, _MS_REC | _MS_PRIVATE):
+        report["error"] = _err("making mounts private")
+        return report
+    writable = os.path.realpath(writable)
+    keep = _outermost(keep + [writable])
+    for folder, size_mb in PRIVATE_DIRS:
+        if os.path.islink(folder) or not os.path.isdir(folder):
+            continue
+        inside = [(p, os.open(p, os.O_PATH | os.O_CLOEXEC)) for p in keep if _under(p, folder)]
+        try:
+            if any(p == folder for p, _ in inside):
+                continue                  # the project is the folder itself: leave it shared
+            if not _mount(libc, "tmpfs", folder, "tmpfs", _MS_NOSUID | _MS_NODEV,
+                          f"size={size_mb}m,mode=1777"):
+                report.setdefault("failed", []).append(_err(folder))
+                continue
+            report["private"].append(folder)
+            for path, fd in inside:       # bind what the case needs back in place
+                if os.path.isdir(f"/proc/self/fd/{fd}"):
+                    os.makedirs(path, exist_ok=True)
+                else:
+                    os.makedirs(os.path.dirname(path), exist_ok=True)
+                    open(path, "a").close()
+                if not _mount(libc, f"/proc/self/fd/{fd}", path, None, _MS_BIND | _MS_REC):
+                    report["error"] = _err(f"binding {path}")
+                elif not _under(writable, path) and not _mount(
+                        libc, None, path, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY):
+                    report["error"] = _err(f"making {path} read-only")
+        finally:
+            for _, fd in inside:
+                os.close(fd)
+    flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+    if _mount(libc, "proc", "/proc", "proc", flags):
+        report["proc"] = "own"
+    else:
+        why = _err("fresh proc mount")
+        # an empty /proc is better than the caller's: no other process can be read
+        report["proc"] = "hidden" if _mount(libc, "tmpfs", "/proc", "tmpfs", flags, "size=1m") else why
+        report["proc_note"] = why
+    return report
