@@ -70,28 +70,6 @@ def handle_error(x):
         return y * len(str(e))
 
 
-class Holder:
-    def __init__(self):
-        self.a = 1.0
-        self.b = 2.0
-
-
-def delete_attribute(x, h):
-    y = x + h.a
-    del h.a
-    return y * h.b, hasattr(h, "a")
-
-
-GLOBAL_TO_DELETE = 3.0
-
-
-def delete_global(x):
-    global GLOBAL_TO_DELETE
-    y = x * GLOBAL_TO_DELETE
-    del GLOBAL_TO_DELETE
-    return y + 1
-
-
 def exec_code(x):
     scope = {}
     exec("z = 5", scope)
@@ -122,27 +100,147 @@ def test_exception_handlers_exec_and_coroutines_break_with_eager_result(fn):
     run_differential(fn, torch.randn(3))
 
 
-def test_del_attribute_breaks_with_eager_result():
+# -- DELETE_ATTR / DELETE_GLOBAL: replayed like STORE_ATTR / STORE_GLOBAL ---------------------------
+class Holder:
+    b = "class b"
+
+    def __init__(self):
+        self.a = 1.0
+        self.b = 2.0
+
+
+class WithProperty:
+    def __init__(self):
+        self._v = 1.0
+
+    @property
+    def v(self):
+        return self._v
+
+    @v.deleter
+    def v(self):
+        print("deleter")
+        del self._v
+
+
+def delete_attributes(x, h):
+    y = x + h.a
+    del h.a
+    h.c = 5.0
+    del h.c
+    return y * 2, hasattr(h, "a"), h.b, getattr(h, "c", "no c")
+
+
+def delete_shadowing_attribute(x, h):
+    y = x + 1
+    del h.b  # the class attribute shows through: a break, after which eager reads it
+    return y, h.b
+
+
+def delete_missing_attribute(x, h):
+    y = x + 1
+    del h.a
+    del h.a  # AttributeError
+    return y
+
+
+def delete_through_a_property(x, p):
+    y = x + 1
+    del p.v
+    return y, hasattr(p, "_v")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_del_attribute_is_replayed_in_one_graph(backend):
     x = torch.randn(3)
 
     def fresh():
         return (x.clone(), Holder()), {}
 
-    d = run_differential(delete_attribute, x, Holder(), fresh_inputs=fresh)
-    assert d.graph_count >= 1
+    d = run_differential(delete_attributes, x, Holder(), fresh_inputs=fresh, backend=CountingBackend(backend))
+    assert d.graph_count == 1
+    for outcome in d.captured:
+        h = outcome.inputs[0][1]
+        assert "a" not in vars(h) and "c" not in vars(h) and vars(h)["b"] == 2.0
+    out = dynacap.explain(delete_attributes)(x, Holder())
+    assert out.graph_break_count == 0 and out.graph_count == 1, out
+    dynacap.reset()
+    dynacap.optimize(delete_attributes, backend=backend, fullgraph=True)(x, Holder())
 
 
-def test_del_global_breaks_with_eager_result():
-    global GLOBAL_TO_DELETE
+def test_del_attribute_guards_that_it_is_there():
+    compiled = dynacap.optimize(delete_attributes, backend="eager")
+    compiled(torch.randn(3), Holder())
+    h = Holder()
+    del h.a
+    with pytest.raises(AttributeError):
+        compiled(torch.randn(3), h)
+
+
+@pytest.mark.parametrize("fn,make", [(delete_missing_attribute, Holder), (delete_through_a_property, WithProperty),
+                                     (delete_shadowing_attribute, Holder)])
+def test_del_attribute_that_cannot_be_replayed_breaks_with_eager_behaviour(fn, make):
+    x = torch.randn(3)
+    run_differential(fn, x, make(), fresh_inputs=lambda: ((x.clone(), make()), {}))
+
+
+DELETED_GLOBAL = 3.0
+
+
+def delete_global(x):
+    global DELETED_GLOBAL, len
+    y = x * DELETED_GLOBAL
+    del DELETED_GLOBAL
+    len = lambda v: 0  # noqa: E731 (a global shadowing a builtin)
+    del len
+    return y + 1, len([1, 2])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_del_global_is_replayed_in_one_graph(backend):
+    global DELETED_GLOBAL
     try:
         x = torch.randn(3)
         expected = delete_global(x)
-        GLOBAL_TO_DELETE = 3.0
-        got = dynacap.optimize(delete_global, backend="eager")(x)
-        assert torch.equal(expected, got)
-        assert "GLOBAL_TO_DELETE" not in globals()
+        assert "DELETED_GLOBAL" not in globals()
+        DELETED_GLOBAL = 3.0
+        counting = CountingBackend(backend)
+        compiled = dynacap.optimize(delete_global, backend=counting)
+        for _ in range(2):
+            got = compiled(x)
+            assert torch.equal(expected[0], got[0]) and got[1:] == expected[1:]
+            assert "DELETED_GLOBAL" not in globals() and "len" not in globals()
+            DELETED_GLOBAL = 3.0
+        assert counting.compiles == 1
+        del DELETED_GLOBAL
+        with pytest.raises(NameError):  # a missing global: eager's NameError, not a stale capture
+            compiled(x)
+        DELETED_GLOBAL = 3.0
+        out = dynacap.explain(delete_global)(x)
+        assert out.graph_break_count == 0 and out.graph_count == 1, out
     finally:
-        GLOBAL_TO_DELETE = 3.0
+        DELETED_GLOBAL = 3.0
+
+
+OTHER_MODULE = {"__name__": "other_module"}
+exec("def drop():\n    global COUNTER\n    del COUNTER\n", OTHER_MODULE)
+
+
+def delete_another_modules_global(x):
+    OTHER_MODULE["drop"]()
+    return x + 1
+
+
+def test_del_of_another_modules_global_in_an_inlined_call():
+    counting = CountingBackend()
+    compiled = dynacap.optimize(delete_another_modules_global, backend=counting)
+    for _ in range(2):
+        OTHER_MODULE["COUNTER"] = 1
+        compiled(torch.randn(3))
+        assert "COUNTER" not in OTHER_MODULE
+    assert counting.compiles == 1
+    with pytest.raises(NameError):
+        compiled(torch.randn(3))
 
 
 # -- match statements (MATCH_* and GET_LEN) ---------------------------------------------------------

@@ -25,8 +25,6 @@ _NAMES = ("a name of a module or class body or exec'd code ({what}) is not captu
 #: opname -> the reason a user reads when capture stops there.
 BREAK_REASONS = {
     "CACHE": "an inline cache entry (CACHE) is not an instruction",
-    "DELETE_ATTR": "`del obj.attr` is not captured yet: it runs eagerly",
-    "DELETE_GLOBAL": "`del` of a global variable is not captured yet: it runs eagerly",
     "LOAD_NAME": _NAMES.format(what="LOAD_NAME"),
     "STORE_NAME": _NAMES.format(what="STORE_NAME"),
     "DELETE_NAME": _NAMES.format(what="DELETE_NAME"),

@@ -6,7 +6,7 @@ import types
 
 from ..errors import GraphBreak
 from ..source import LocalSource
-from ..values.base import NullValue, Value
+from ..values.base import DELETED, NullValue, Value
 from ..values.constant import ConstantValue, is_literal
 from ..values.wrap import wrap
 from .tracer import CellBox, handles
@@ -173,6 +173,24 @@ def _store_global(tx, ins):
     tx.store_global(ins.argval, tx.pop())
 
 
+@handles("DELETE_GLOBAL")
+def _delete_global(tx, ins):
+    """``del g`` (``global g``): replayed after the graph like ``STORE_GLOBAL``; later reads see it missing."""
+    name = ins.argval
+    override = tx.ctx.global_overrides.get((id(tx.f_globals), name))
+    if override is DELETED or override is None and name not in tx.f_globals:
+        raise GraphBreak(f"`del {name}`: name {name!r} is not defined (NameError at run time)")
+    if override is None:
+        # It must be there when the frame starts (else eager raises NameError here).
+        if tx.f_globals is tx.ctx.f_globals:
+            tx.guards.add("EQUALS_MATCH", None, f"{name!r} in G", f"{name!r} in globals")
+        else:
+            module = tx.f_globals.get("__name__")
+            tx.guards.add("EQUALS_MATCH", None, f"{name!r} in {{g}}", f"{name!r} in globals of {module}",
+                          g=tx.f_globals)
+    tx.delete_global(name)
+
+
 @handles("LOAD_ATTR")
 def _load_attr(tx, ins):
     obj = tx.pop()
@@ -191,6 +209,35 @@ def _store_attr(tx, ins):
     obj = tx.pop()
     value = tx.pop()
     obj.setattr(tx, ins.argval, value)
+
+
+@handles("DELETE_ATTR")
+def _delete_attr(tx, ins):
+    """``del obj.attr`` on a plain object: replayed after the graph like ``STORE_ATTR``."""
+    from ..values.objects import ObjectValue, class_lookup, instance_dict, lookup_hook, readable
+
+    obj, name = tx.pop(), ins.argval
+    if not isinstance(obj, ObjectValue) or obj.source is None:
+        raise GraphBreak(f"`del` of attribute `.{name}` of {obj.describe()} is not supported")
+    cls = type(obj.obj)
+    if lookup_hook(cls, "__delattr__") is not None:
+        raise GraphBreak(f"`del` of `.{name}` on {obj.describe()}, whose class has its own __delattr__")
+    missing = class_lookup(object, "__set__")
+    cls_attr = class_lookup(cls, name)
+    if cls_attr is not missing:
+        # A property's deleter or a slot decides what a later read gives; a plain class attribute
+        # would show through, and the trace reads attributes through the instance.
+        raise GraphBreak(f"`del` of `.{name}` on {obj.describe()}, whose class also has an attribute {name!r} "
+                         f"(a {type(cls_attr).__name__})")
+    override = tx.attribute_override(obj.obj, name)
+    if override is DELETED or override is None and name not in (instance_dict(obj.obj) or {}):
+        raise GraphBreak(f"`del` of `.{name}`: {obj.describe()} has no instance attribute {name!r} "
+                         "(AttributeError at run time)")
+    if override is None:
+        # Present in the instance dict when the frame starts (read past the class's hooks).
+        tx.guards.add("EQUALS_MATCH", obj.source, "{k} in {m}({s}, '__dict__')",
+                      f"{readable(obj.source)} has an attribute {name!r}", k=name, m=object.__getattribute__)
+    tx.record_delattr(obj, name)
 
 
 @handles("IMPORT_NAME")
