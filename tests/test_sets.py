@@ -13,14 +13,8 @@ import torch
 
 import dynacap
 from differential import CountingBackend, assert_fully_captured, explain_captured, run_differential
-from dynacap.values import builtins as dynacap_builtins
 
 BACKENDS = ["eager", "aot_eager"]
-
-#: ``set()``/``frozenset()`` calls and ``len()`` of a set holding tensors need builtins support
-#: (requests-opcodes.md R2); until it lands they are graph breaks (eager results, checked below).
-_CONSTRUCTORS = "set" in dynacap_builtins._HANDLERS
-needs_constructors = pytest.mark.skipif(not _CONSTRUCTORS, reason="requests-opcodes.md R2 not applied yet")
 
 
 def one_graph(fn, *args, backend="eager"):
@@ -163,13 +157,11 @@ def single_tensor_member(x):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@needs_constructors
 def test_sets_of_tensors_in_one_graph(backend):
     one_graph(tensor_members, torch.randn(3), torch.randn(3), backend=backend)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@needs_constructors
 def test_sets_of_modules_and_functions(backend):
     one_graph(module_and_function_members, torch.randn(2, 3), torch.nn.Linear(3, 3), backend=backend)
 
@@ -177,12 +169,6 @@ def test_sets_of_modules_and_functions(backend):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_set_of_one_tensor_iterates(backend):
     one_graph(single_tensor_member, torch.randn(3), backend=backend)
-
-
-def test_sets_of_tensors_match_eager_before_builtins_support():
-    """Whatever is captured, the results are eager's (``len`` of such a set may break before R2)."""
-    run_differential(tensor_members, torch.randn(3), torch.randn(3))
-    run_differential(module_and_function_members, torch.randn(2, 3), torch.nn.Linear(3, 3))
 
 
 # -- what breaks, and why --------------------------------------------------------------------------------
@@ -234,7 +220,6 @@ def test_iterating_a_tensor_set_is_not_a_fixed_order():
     assert out.graph_break_count >= 1
 
 
-@needs_constructors
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_set_and_frozenset_constructors(backend):
     def f(t, xs):
@@ -247,10 +232,35 @@ def test_set_and_frozenset_constructors(backend):
     one_graph(f, torch.randn(3), [3, 1, 3], backend=backend)
 
 
-@needs_constructors
 def test_set_of_tensors_from_a_list():
     def f(x, y):
         s = set([x, y, x])
         return x * len(s), y in s
 
     one_graph(f, torch.randn(3), torch.randn(3))
+
+
+def set_across_a_break(t):
+    s = {1, 2}
+    s.add(3)
+    print("break", sorted(s))
+    s.add(4)
+    return t + len(s), s, s
+
+
+def tensor_set_across_a_break(x, y):
+    s = {x, y}
+    s.discard(y)
+    print("break")
+    return x * len(s), y in s, x in s
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn,args", [(set_across_a_break, 1), (tensor_set_across_a_break, 2)])
+def test_a_set_live_across_a_graph_break(fn, args, backend):
+    inputs = (torch.randn(3), torch.randn(3))[:args]
+    d = run_differential(fn, *inputs, backend=CountingBackend(backend))
+    assert d.graph_count >= 1
+    if fn is set_across_a_break:
+        for outcome in d.captured:
+            assert outcome.result[1] is outcome.result[2]
