@@ -264,3 +264,54 @@ def test_a_set_live_across_a_graph_break(fn, args, backend):
     if fn is set_across_a_break:
         for outcome in d.captured:
             assert outcome.result[1] is outcome.result[2]
+
+
+# -- sets and frozensets read from the frame (requests-opcodes.md R3) --------------------------------
+from dynacap.values import wrap as _wrap  # noqa: E402
+
+needs_frame_sets = pytest.mark.skipif(not hasattr(_wrap, "_frame_set"), reason="requests-opcodes.md R3")
+
+
+def iterate_frozenset(x, fs):
+    return [x * v for v in fs]
+
+
+@needs_frame_sets
+def test_equal_frozensets_in_another_order_are_not_one_capture():
+    """``frozenset([9, 1])`` and ``frozenset([1, 9])`` are equal but iterate differently."""
+    compiled = dynacap.optimize(iterate_frozenset, backend="eager")
+    x = torch.ones(1)
+    for fs in (frozenset([9, 1]), frozenset([1, 9]), frozenset([9, 1])):
+        assert [float(v) for v in compiled(x, fs)] == [float(v) for v in iterate_frozenset(x, fs)] == list(fs)
+
+
+def use_frame_sets(x, s, names):
+    s.add(5)
+    s.discard(9)
+    n = len(s) + ("a" in names) + len(names | {"z"})
+    return x * n, sorted(names), names
+
+
+def mutate_then_break(x, s):
+    alias = s
+    alias.add(3)
+    print("break")
+    s.add(4)
+    return x + len(s), s
+
+
+@needs_frame_sets
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_frame_sets_are_read_and_written_back_in_place(backend):
+    x = torch.randn(3)
+    d = run_differential(use_frame_sets, x, {9, 1}, {"a", "b"}, backend=CountingBackend(backend),
+                         fresh_inputs=lambda: ((x.clone(), {9, 1}, {"a", "b"}), {}))
+    assert d.graph_count == 1
+    for outcome in d.captured:
+        assert outcome.inputs[0][1] == {1, 5}
+        assert outcome.result[2] is outcome.inputs[0][2]
+    out = dynacap.explain(use_frame_sets)(x, {9, 1}, {"a", "b"})
+    assert out.graph_break_count == 0 and out.graph_count == 1, out
+    d = run_differential(mutate_then_break, x, {1}, fresh_inputs=lambda: ((x.clone(), {1}), {}))
+    for outcome in d.captured:
+        assert outcome.result[1] is outcome.inputs[0][1] and outcome.result[1] == {1, 3, 4}

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import operator
+import sys
 
 from ..errors import GraphBreak
 from .base import Value
@@ -130,10 +131,25 @@ def is_set_like(value: Value) -> bool:
 class SetValue(Value):
     """A set (or frozenset) whose members are ``Value``s, computed on a real set of their keys."""
 
-    def __init__(self, keys: set | frozenset, order_known: bool = True):
+    def __init__(self, keys: set | frozenset, order_known: bool = True, source=None):
         self.keys = keys
         #: False once a member hashed by identity has been in this set or one it was computed from.
         self.order_known = order_known and not _holds_members(keys)
+        self.source = source
+        self.mutated = False
+
+    @staticmethod
+    def from_frame(obj: set | frozenset, source) -> "SetValue":
+        """A set of constants read from the frame (``wrap`` guards its members, in their order).
+
+        The keys are a copy: what copying, ``|`` and friends see of the runtime set.  If the copy
+        iterates otherwise than the set (a table with removals), the order is taken as unknown.
+        """
+        keys = obj.copy()
+        value = SetValue.of_constant(keys)
+        value.order_known = list(keys) == list(obj) and sys.getsizeof(keys) == sys.getsizeof(obj)
+        value.source = source
+        return value
 
     @staticmethod
     def of_constant(obj: set | frozenset) -> "SetValue":
@@ -191,27 +207,42 @@ class SetValue(Value):
 
     # -- changes ---------------------------------------------------------------------------------
     def mutate(self, tx, keys_added=()) -> None:
-        """Called before each change: the key set cannot be rolled back (``TraceContext.mutations``)."""
+        """Called before each change: the key set cannot be rolled back (``TraceContext.mutations``).
+
+        A set from the frame is written back after the graph (its final members); the runtime
+        set's table may differ from the copy's from then on, so its order is taken as unknown.
+        """
+        if self.source is not None:
+            if not self.mutated:
+                tx.record_container_mutation(self)
+            self.order_known = False
+        self.mutated = True
         tx.ctx.mutations += 1
         if _holds_members(keys_added):
             self.order_known = False
 
     def reconstruct(self, cg):
-        if self.frozen and not _holds_members(self.keys):
+        if self.source is not None:
+            cg.extend(self.source.emit())
+        elif self.frozen and not _holds_members(self.keys):
             cg.load_const(self.keys)
-            return
-        cg.build_once(self, self._build)
+        else:
+            cg.build_once(self, self._build)
 
     def _build(self, cg) -> None:
         if self.frozen:
             cg.append("PUSH_NULL")
             cg.load_const(frozenset)
-        for key in self.keys:
-            _value_of(key).reconstruct(cg)
-        cg.append("BUILD_SET", len(self.keys))
+        self.build(cg)
         if self.frozen:
             cg.append("PRECALL", 1)
             cg.append("CALL", 1)
+
+    def build(self, cg) -> None:
+        """Emit a new set of the current members (also what a mutated frame set is updated with)."""
+        for key in self.keys:
+            _value_of(key).reconstruct(cg)
+        cg.append("BUILD_SET", len(self.keys))
 
 
 def operand(tx, value: Value):
