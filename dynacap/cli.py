@@ -27,11 +27,14 @@ PATH is one of:
     {"tuple": [...]}, {"config": {"hidden_size": 16}}; omitted args are inferred.
 
 WARNING: the harness EXECUTES the projects' code.  Each case runs in its own
-subprocess with a scrubbed environment, a scratch working folder, resource
-limits (CPU time, address space, file size, processes), no network where the
-kernel allows it and, with Landlock, no writes outside its scratch folder.
-This reduces, but does not remove, the risk of running untrusted code: use a
-throw-away machine or container for crawled code.
+subprocess with a scrubbed environment, a scratch working folder, its own PID
+and mount namespaces (own /proc, private /tmp and /dev/shm), a pids cgroup,
+resource limits, no capabilities, no network where the kernel allows it and,
+with Landlock, no writes outside its scratch folder and scoped signals and
+abstract sockets.  What is active is printed at the start and listed in the
+report (--require-sandbox: refuse to run without all of it).  This reduces,
+but does not remove, the risk of running untrusted code (docs/corpus.md,
+threat model): use a throw-away machine or container for crawled code.
 
 Statuses: ok, wrong_result, compile_error, eager_error, import_error, timeout,
 crash, nondeterministic.  Outputs in --out: results.jsonl (one record per case;
@@ -77,6 +80,11 @@ def _corpus_parser(sub) -> argparse.ArgumentParser:
                    help="run each compiler in its own worker process (slower, fully independent)")
     p.add_argument("--no-fork-server", action="store_true",
                    help="start every worker as a fresh interpreter instead of forking a pre-warmed one")
+    p.add_argument("--require-sandbox", action="store_true",
+                   help="refuse to run unless every protection of the sandbox is active here (own PID and mount "
+                        "namespaces, pids cgroup, Landlock 6 with scoping, network namespace, no capabilities)")
+    p.add_argument("--max-processes", type=int, default=256, metavar="N",
+                   help="processes and threads per case (cgroup pids.max; default: 256)")
     p.add_argument("--report-only", action="store_true", help="only rebuild the reports from --out/results.jsonl")
     p.add_argument("--no-progress", action="store_true", help="no progress output")
     return p
@@ -97,6 +105,7 @@ def corpus_main(args, argv) -> int:
     import os
 
     from .harness import CorpusOptions, run_corpus
+    from .harness.api import SandboxIncomplete
     from .harness.report import headline_lines, write_reports
     from .harness.results import read_records
     if args.report_only:
@@ -120,6 +129,7 @@ def corpus_main(args, argv) -> int:
                          resume=args.resume, scheduler=args.scheduler, repeat=args.repeat, rtol=args.rtol,
                          atol=args.atol, isolate_compilers=args.isolate_compilers,
                          progress=not args.no_progress, fork_server=not args.no_fork_server,
+                         require_sandbox=args.require_sandbox, max_processes=args.max_processes,
                          command="dynacap " + " ".join(shlex.quote(a) for a in argv))
     try:
         signal.signal(signal.SIGTERM, _on_sigterm)
@@ -127,6 +137,9 @@ def corpus_main(args, argv) -> int:
         pass
     try:
         res = run_corpus(opts)
+    except SandboxIncomplete as e:
+        print(f"dynacap corpus: {e}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(f"\ninterrupted; finished cases are in {args.out}/results.jsonl (rerun with --resume)",
               file=sys.stderr)

@@ -1,7 +1,9 @@
 """Python API of the corpus harness: ``run_corpus`` and its options.
 
 Runs in the harness process: discovers cases, skips finished ones on resume,
-runs the rest locally or on Dask, appends records as they finish, and writes
+checks the sandbox a case would get (``--require-sandbox`` refuses to run
+without every protection), runs the rest locally or on Dask, appends records
+as they finish, and writes
 ``report.md``/``report.html``/``run.json`` at the end.  The CLI
 (:mod:`dynacap.cli`) is a thin layer over this.  It must not execute project
 code in-process: that only happens in sandboxed workers.
@@ -17,9 +19,11 @@ from dataclasses import asdict, dataclass, field
 
 from .case import COMPILERS
 from .discovery import discover, sample
+from .isolation import probe_sandbox
 from .progress import Progress
 from .report import headline_lines, write_reports
 from .results import ResultWriter, is_finished, read_records, write_meta
+from .sandbox import protections
 
 
 @dataclass
@@ -58,6 +62,10 @@ class CorpusOptions:
         if self.compiler not in COMPILERS:
             raise ValueError(f"unknown compiler {self.compiler!r}")
         return [self.compiler]
+
+
+class SandboxIncomplete(RuntimeError):
+    """``--require-sandbox`` and a protection is not active on this machine."""
 
 
 @dataclass
@@ -104,8 +112,16 @@ def run_corpus(opts: CorpusOptions) -> RunResult:
             if rec["id"] in wanted and is_finished(rec, compilers, cfg):
                 finished.add(rec["id"])
     todo = [c for c in cases if c.id not in finished]
+    sb = probe_sandbox(cfg) if todo else {}
+    active = protections(sb)
+    missing = [k for k, on in active.items() if not on]
+    if opts.require_sandbox and todo and missing:
+        raise SandboxIncomplete("--require-sandbox: not active on this machine: " + "; ".join(missing))
     writer = ResultWriter(out, resume=opts.resume)
     prog = Progress(len(todo), compilers, enabled=opts.progress)
+    if todo:
+        prog.note("sandbox: " + (f"missing {'; '.join(missing)}" if missing else "every protection active")
+                  + f" (of {len(active)}; see the report's sandbox section)")
     if opts.resume:
         prog.note(f"resume: {len(finished)} finished cases kept, {len(todo)} to run")
     prog.note(f"dynacap corpus: {len(cases)} cases from {len(disc.projects)} projects "
@@ -114,7 +130,8 @@ def run_corpus(opts: CorpusOptions) -> RunResult:
     meta = {"command": opts.command, "options": asdict(opts), "run_id": run_id, "backend": opts.backend,
             "fullgraph": opts.fullgraph, "compilers": compilers,
             "started": datetime.datetime.now().isoformat(timespec="seconds"),
-            "cases": len(cases), "skipped_finished": len(finished), "to_run": len(todo)}
+            "cases": len(cases), "skipped_finished": len(finished), "to_run": len(todo),
+            "sandbox": {"probe": sb, "missing": missing, "required": opts.require_sandbox}}
     write_meta(out, dict(meta, state="running"))
 
     def on_result(rec: dict) -> None:

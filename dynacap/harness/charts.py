@@ -5,6 +5,7 @@ fetch anything, or know about cases.
 """
 from __future__ import annotations
 
+import math
 from html import escape
 
 PALETTE = {"dynacap": "#1f77b4", "dynamo": "#ff7f0e"}
@@ -16,6 +17,17 @@ _EXTRA = ("#2ca02c", "#d62728", "#9467bd", "#8c564b")
 
 def color(series: str, i: int = 0) -> str:
     return PALETTE.get(series) or STATUS_COLORS.get(series) or _EXTRA[i % len(_EXTRA)]
+
+
+def ticks(vmax: float, n: int = 4) -> list[int]:
+    """Gridline counts 0, step, 2*step... up to the first at or above ``vmax`` (about ``n``
+    steps; a step is a whole 1, 2, 2.5 or 5 times a power of ten), so that each label is
+    exactly its line's value."""
+    raw = max(vmax, 1) / n
+    mag = 10 ** math.floor(math.log10(raw)) if raw >= 1 else 1
+    step = next(int(m * mag) for m in (1, 2, 2.5, 5, 10) if m * mag >= raw and (m * mag) % 1 == 0)
+    count = math.ceil(max(vmax, 1) / step)
+    return [k * step for k in range(count + 1)]
 
 
 def hbar(rows: list[tuple[str, dict]], series: list[str], title: str, width: int = 760,
@@ -58,17 +70,17 @@ def vbar(buckets: list[str], data: dict[str, list[int]], title: str, width: int 
     series = list(data)
     left, bottom, top = 40, 40, 30
     plot_w, plot_h = width - left - 10, height - bottom - top
-    vmax = max([v for vals in data.values() for v in vals] + [1])
+    grid = ticks(max([v for vals in data.values() for v in vals] + [1]))
+    vmax = grid[-1]
     gw = plot_w / max(1, len(buckets))
     bw = (gw - 6) / max(1, len(series))
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
            f'role="img" aria-label="{escape(title)}" font-family="sans-serif" font-size="11">',
            f'<text x="4" y="16" font-size="13" font-weight="bold">{escape(title)}</text>',
            f'<line x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}" stroke="#444"/>']
-    for k in range(0, 5):
-        v = vmax * k / 4
-        yy = top + plot_h - plot_h * k / 4
-        out.append(f'<text x="{left - 4}" y="{yy + 4:.1f}" text-anchor="end" fill="#666">{v:.0f}</text>'
+    for v in grid:
+        yy = top + plot_h - plot_h * v / vmax
+        out.append(f'<text x="{left - 4}" y="{yy + 4:.1f}" text-anchor="end" fill="#666">{v:g}</text>'
                    f'<line x1="{left}" y1="{yy:.1f}" x2="{left + plot_w}" y2="{yy:.1f}" stroke="#eee"/>')
     for bi, b in enumerate(buckets):
         x0 = left + bi * gw + 3

@@ -14,6 +14,7 @@ import ast
 import json
 import os
 import random
+import re
 from dataclasses import dataclass, field
 
 from .case import Case
@@ -236,6 +237,28 @@ def is_project(path: str) -> bool:
         return False
 
 
+#: functions through which code asks whether a compiler is tracing it
+COMPILING_CHECKS = re.compile(r"\bis_(?:compiling|dynamo_compiling|torchdynamo_compiling)\b")
+
+
+def _mark_compiler_checks(cases: list[Case]) -> None:
+    """``extra["checks_compiling"]`` for cases whose file asks ``is_compiling()``: such code
+    runs something else under a compiler that answers True (Dynamo does)."""
+    memo: dict[str, bool] = {}
+    for c in cases:
+        if not c.file:
+            continue
+        path = os.path.join(c.root, c.file)
+        if path not in memo:
+            try:
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    memo[path] = bool(COMPILING_CHECKS.search(f.read(MAX_FILE_BYTES)))
+            except OSError:
+                memo[path] = False
+        if memo[path]:
+            c.extra["checks_compiling"] = True
+
+
 def discover(paths: list[str]) -> Discovery:
     """Cases of every PATH: manifest, project checkout, or folder of checkouts."""
     result = Discovery()
@@ -256,6 +279,7 @@ def discover(paths: list[str]) -> Discovery:
                         discover_project(sub, result=result)
         else:
             result.manifest_errors.append({"manifest": p, "line": 0, "error": "not a .jsonl file or a folder"})
+    _mark_compiler_checks(result.cases)
     seen: set[str] = set()
     uniq = []
     for c in result.cases:

@@ -214,6 +214,40 @@ def _run_subprocess(task: str, env: dict, scratch: str, out_path: str, err_path:
     return rc, timed_out
 
 
+#: Bootstrap of the sandbox probe: the harness modules alone (no torch, no capture engine).
+PROBE_BOOT = ("import sys, types\n"
+              "pkg = types.ModuleType('dynacap')\n"
+              "pkg.__path__ = [sys.argv[1] + '/dynacap']\n"
+              "sys.modules['dynacap'] = pkg\n"
+              "from dynacap.harness.worker import main\n"
+              "main(sys.argv[2])\n")
+
+
+def probe_sandbox(cfg: dict, timeout_s: float = 30.0) -> dict:
+    """The sandbox a case of this run gets, found by running a worker with no phase
+    (the launcher and the worker's confinement, nothing else); {} if that failed."""
+    case_dir = tempfile.mkdtemp(prefix="dynacap-probe-")
+    scratch = os.path.join(case_dir, "scratch")
+    os.mkdir(scratch, 0o700)
+    group = cgroups.CaseGroup(int(cfg.get("max_processes", 256)))
+    try:
+        probe = Case(id="sandbox-probe", project="", root=PACKAGE_PARENT, qualname="")
+        task = _write_task(case_dir, probe, [], cfg, None, group)
+        try:
+            subprocess.run([sys.executable, "-I", "-B", "-c", PROBE_BOOT, PACKAGE_PARENT, task], cwd=scratch,
+                           env=sandbox.child_env(scratch), stdin=subprocess.DEVNULL, capture_output=True,
+                           timeout=timeout_s, start_new_session=True)
+        except subprocess.TimeoutExpired:
+            return {}
+        for ev in _read_events(os.path.join(case_dir, "events.jsonl")):
+            if ev.get("event") == "sandbox":
+                return ev.get("sandbox") or {}
+        return {}
+    finally:
+        group.close()
+        shutil.rmtree(case_dir, ignore_errors=True)
+
+
 def run_case(case: Case, cfg: dict) -> dict:
     """Run every phase of ``case`` (prepare + one per compiler); returns the record."""
     compilers = list(cfg["compilers"])
@@ -235,14 +269,15 @@ def run_case(case: Case, cfg: dict) -> dict:
         w = run_worker(case, phases, wcfg, prepared, timeout_s)
         workers += 1
         launcher = "fork-server" if w.get("forked") else "subprocess"
-        started, violation = None, None
+        started, last_done, violation = None, None, None
         for ev in w["events"]:
             if ev.get("event") == "violation":
                 violation = ev.get("detail")
+                break
             elif ev.get("event") == "sandbox":
                 sandbox_info = ev.get("sandbox")
             elif ev.get("event") == "start":
-                started = ev.get("phase")
+                started, last_done = ev.get("phase"), None
             elif ev.get("event") == "done":
                 ph = ev.get("phase")
                 results[ph] = ev.get("result") or {}
@@ -250,16 +285,25 @@ def run_case(case: Case, cfg: dict) -> dict:
                     prepared = results[ph]
                 if ph in pending:
                     pending.remove(ph)
-                started = None
+                started, last_done = None, ph
+        if violation:
+            # the phase running, or the one whose result came last (the case may have
+            # written it): neither result is the worker's
+            ph = started or last_done or pending[0]
+            results[ph] = {"status": CRASH, "where": ph,
+                           "error": f"the case wrote to the harness's result channel during {ph} "
+                                    f"({violation}); the worker was killed"}
+            if ph in pending:
+                pending.remove(ph)
+            if ph == "prepare":
+                prepared = results[ph]
+                break
+            continue
         if prepared is not None and prepared.get("status") != OK:
             break
         if started is not None or (pending and pending[0] in phases):
             ph = started or pending[0]
-            if violation:
-                res = {"status": CRASH, "where": ph,
-                       "error": f"the case wrote to the harness's result channel during {ph} ({violation}); "
-                                "the worker was killed"}
-            elif w["timed_out"]:
+            if w["timed_out"]:
                 res = {"status": TIMEOUT, "error": f"no result after {timeout_s:.0f}s (wall clock)",
                        "where": ph}
             else:
@@ -296,4 +340,5 @@ def make_record(case: Case, cfg: dict, results: dict, sandbox_info, duration: fl
         "config": {k: cfg.get(k) for k in ("backend", "fullgraph", "seed", "compilers")},
         "run_id": cfg.get("run_id"), "started": t_start, "duration_s": duration,
         "workers": workers, "sandbox": sandbox_info,
+        "checks_compiling": bool(case.extra.get("checks_compiling")),
     })

@@ -11,8 +11,9 @@ module must not run user code or decide statuses.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
+
+from .namespaces import libc as c_library
 
 _CREATE, _ADD_RULE, _RESTRICT = 444, 445, 446
 _CREATE_RULESET_VERSION = 1
@@ -38,14 +39,10 @@ class _PathBeneath(ctypes.Structure):
     _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
 
 
-def _libc():
-    return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
-
-
 def abi(libc=None) -> int:
     """Landlock ABI version of the running kernel (0: none)."""
     try:
-        libc = libc or _libc()
+        libc = libc or c_library()
     except OSError:
         return 0
     v = libc.syscall(_CREATE, None, ctypes.c_size_t(0), ctypes.c_uint32(_CREATE_RULESET_VERSION))
@@ -64,7 +61,7 @@ def features(version: int) -> list[str]:
 
 def restrict(writable: list[tuple[str, int]], libc=None) -> dict:
     """Restrict the calling thread (and its future children); returns what is enforced."""
-    libc = libc or _libc()
+    libc = libc or c_library()
     version = abi(libc)
     if version < 1:
         return {"landlock": "unavailable"}

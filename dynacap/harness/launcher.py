@@ -22,7 +22,6 @@ decide statuses (the harness does).
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import json
 import os
 import resource
@@ -32,13 +31,10 @@ import struct
 import time
 
 from .case import STATUSES
+from .namespaces import libc as c_library
 
 _PR_SET_PDEATHSIG, _PR_SET_CHILD_SUBREAPER, _PR_SET_DUMPABLE = 1, 36, 4
 MAX_LINE = 4 << 20
-
-
-def _libc():
-    return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 
 
 def _die_with_parent(libc, expected_ppid: int | None) -> None:
@@ -232,7 +228,8 @@ def _exit_like(status: int) -> None:
         sig = os.WTERMSIG(status)
         try:
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-            signal.signal(sig, signal.SIG_DFL)
+            if sig not in (signal.SIGKILL, signal.SIGSTOP):
+                signal.signal(sig, signal.SIG_DFL)
             os.kill(os.getpid(), sig)
         except (OSError, ValueError):
             pass
@@ -246,7 +243,7 @@ def launch(task_path: str, worker) -> None:
     with open(task_path) as f:
         task = json.load(f)
     sbx = task.get("sandbox") or {}
-    libc = _libc()
+    libc = c_library()
     seen: dict = {"event": "launcher", "host_root": os.getuid() == 0}
     if sbx.get("cgroup"):
         try:

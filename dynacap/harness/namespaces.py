@@ -16,7 +16,6 @@ this module must not run user code or decide statuses.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 
 CLONE_NEWNS = 0x00020000
@@ -28,8 +27,9 @@ _MS_BIND, _MS_REC, _MS_PRIVATE = 4096, 16384, 1 << 18
 PRIVATE_DIRS = (("/tmp", 1024), ("/dev/shm", 256), ("/run", 16), ("/var/run", 16))
 
 
-def _libc():
-    return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+def libc():
+    """The C library (the program's own symbols: no ``find_library`` subprocess)."""
+    return ctypes.CDLL(None, use_errno=True)
 
 
 def _err(what: str) -> str:
@@ -49,7 +49,7 @@ def unshare_case() -> tuple[str | None, str]:
     (``note`` says why).
     """
     try:
-        libc = _libc()
+        lc = libc()
     except OSError as e:
         return None, f"no libc: {e}"
     uid, gid = os.getuid(), os.getgid()
@@ -58,7 +58,7 @@ def unshare_case() -> tuple[str | None, str]:
     if os.geteuid() == 0:
         attempts.append(("root", CLONE_NEWPID | CLONE_NEWNS))
     for mode, flags in attempts:
-        if libc.unshare(flags) != 0:
+        if lc.unshare(flags) != 0:
             notes.append(_err(f"{mode} unshare"))
             continue
         if flags & CLONE_NEWUSER:
@@ -72,8 +72,8 @@ def unshare_case() -> tuple[str | None, str]:
     return None, "; ".join(notes)
 
 
-def _mount(libc, src, target, fstype, flags, data=None) -> bool:
-    return libc.mount(src and src.encode(), target.encode(), fstype and fstype.encode(),
+def _mount(lc, src, target, fstype, flags, data=None) -> bool:
+    return lc.mount(src and src.encode(), target.encode(), fstype and fstype.encode(),
                       ctypes.c_ulong(flags), data and data.encode()) == 0
 
 
@@ -96,9 +96,9 @@ def setup_mounts(keep: list[str], writable: str) -> dict:
 
     Returns ``{"private": [folders made private], "proc": "own" | "hidden" | reason, ...}``.
     """
-    libc = _libc()
+    lc = libc()
     report: dict = {"private": []}
-    if not _mount(libc, None, "/", None, _MS_REC | _MS_PRIVATE):
+    if not _mount(lc, None, "/", None, _MS_REC | _MS_PRIVATE):
         report["error"] = _err("making mounts private")
         return report
     writable = os.path.realpath(writable)
@@ -110,7 +110,7 @@ def setup_mounts(keep: list[str], writable: str) -> dict:
         try:
             if any(p == folder for p, _ in inside):
                 continue                  # the project is the folder itself: leave it shared
-            if not _mount(libc, "tmpfs", folder, "tmpfs", _MS_NOSUID | _MS_NODEV,
+            if not _mount(lc, "tmpfs", folder, "tmpfs", _MS_NOSUID | _MS_NODEV,
                           f"size={size_mb}m,mode=1777"):
                 report.setdefault("failed", []).append(_err(folder))
                 continue
@@ -121,20 +121,20 @@ def setup_mounts(keep: list[str], writable: str) -> dict:
                 else:
                     os.makedirs(os.path.dirname(path), exist_ok=True)
                     open(path, "a").close()
-                if not _mount(libc, f"/proc/self/fd/{fd}", path, None, _MS_BIND | _MS_REC):
+                if not _mount(lc, f"/proc/self/fd/{fd}", path, None, _MS_BIND | _MS_REC):
                     report["error"] = _err(f"binding {path}")
                 elif not _under(writable, path) and not _mount(
-                        libc, None, path, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY):
+                        lc, None, path, None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY):
                     report["error"] = _err(f"making {path} read-only")
         finally:
             for _, fd in inside:
                 os.close(fd)
     flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
-    if _mount(libc, "proc", "/proc", "proc", flags):
+    if _mount(lc, "proc", "/proc", "proc", flags):
         report["proc"] = "own"
     else:
         why = _err("fresh proc mount")
         # an empty /proc is better than the caller's: no other process can be read
-        report["proc"] = "hidden" if _mount(libc, "tmpfs", "/proc", "tmpfs", flags, "size=1m") else why
+        report["proc"] = "hidden" if _mount(lc, "tmpfs", "/proc", "tmpfs", flags, "size=1m") else why
         report["proc_note"] = why
     return report

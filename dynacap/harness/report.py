@@ -4,8 +4,9 @@ Runs in the harness process after (or during) a run.  Takes the records and
 the summary (:mod:`dynacap.harness.summary`) and writes Markdown and HTML with
 inline SVG charts (:mod:`dynacap.harness.charts`): headline numbers, statuses,
 graph-break reasons with example locations, graphs-per-case, first-call time
-and overhead distributions, a per-project table, the side-by-side comparison
-and the failures.  The HTML loads nothing from the network.  It must not run
+and overhead distributions, a per-project table, the side-by-side comparison,
+the failures, the cases that ask ``is_compiling()`` and the sandbox's
+protections.  The HTML loads nothing from the network.  It must not run
 cases.
 """
 from __future__ import annotations
@@ -81,6 +82,7 @@ def render_md(records: list[dict], summary: dict, meta: dict) -> str:
     L += [f"- {x}" for x in headline_lines(summary)]
     L += ["", "Passing = status `ok` (captured run matches eager within tolerance). "
           "Eager-runnable = the case imports, instantiates and runs eagerly twice with identical outputs.", ""]
+    L += [f"> {x}" for x in compiling_note(summary)] + ([""] if summary.get("checks_compiling") else [])
     comps = summary["compilers"]
     L += ["## Statuses", "", "| status | " + " | ".join(comps) + " |", "|---|" + "---:|" * len(comps)]
     for st in STATUSES:
@@ -143,8 +145,28 @@ def render_md(records: list[dict], summary: dict, meta: dict) -> str:
         for rec, c, r in fails:
             err = r.get("error") or (rec.get("prepare") or {}).get("error")
             L.append(f"| `{rec['id']}` | {c} | {r.get('status')} | {_first_line(err).replace('|', '/')} |")
+    sb = summary.get("sandbox") or {}
+    if sb.get("cases"):
+        L += ["", "## Sandbox", "", f"Protections of the case workers (docs/corpus.md, threat model), "
+              f"over the {sb['cases']} cases that reported one:", "", "| protection | cases with it |", "|---|---:|"]
+        L += [f"| {name} | {n}/{sb['cases']}{'' if n == sb['cases'] else ' **missing**'} |"
+              for name, n in sb["active"].items()]
     L.append("")
     return "\n".join(L)
+
+
+def compiling_note(summary: dict) -> list[str]:
+    """Why pass rates may differ between compilers: cases that ask ``is_compiling()``."""
+    rows = summary.get("checks_compiling") or []
+    if not rows:
+        return []
+    comps = summary["compilers"]
+    differ = [r for r in rows if len({r["statuses"].get(c) for c in comps}) > 1]
+    ids = ", ".join(r["id"] for r in rows[:10]) + (", ..." if len(rows) > 10 else "")
+    return [f"{len(rows)} case(s) ask torch.compiler.is_compiling() (or a sibling) in their file and run "
+            f"other code under a compiler that answers True (Dynamo does), so their results may differ "
+            f"between compilers for that reason alone" + (f"; {len(differ)} of them have different statuses "
+                                                           "here" if len(comps) > 1 else "") + f": {ids}."]
 
 
 # ------------------------------------------------------------------ html
@@ -177,6 +199,7 @@ def render_html(records: list[dict], summary: dict, meta: dict) -> str:
     if meta.get("command"):
         H.append(f"<p>Command: <code>{escape(meta['command'])}</code></p>")
     H.append("<div class='headline'>" + "<br>".join(escape(x) for x in headline_lines(summary)) + "</div>")
+    H += [f"<p class='muted'>{escape(x)}</p>" for x in compiling_note(summary)]
     H.append("<h2>Statuses</h2>")
     H.append(charts.stacked([(c, pc[c]["status"]) for c in comps], list(STATUSES), "Share of cases per status"))
     H.append("<table><tr><th>status</th>" + "".join(f"<th>{escape(c)}</th>" for c in comps) + "</tr>")
@@ -270,9 +293,17 @@ def render_html(records: list[dict], summary: dict, meta: dict) -> str:
                      f"{escape(_first_line(err))}{extra}</summary><pre>{escape(tb[-6000:])}</pre></details>")
     if not any_fail:
         H.append("<p>None.</p>")
-    sb = next((r.get("sandbox") for r in records if r.get("sandbox")), None)
-    if sb:
-        H.append(f"<p class='muted'>Sandbox of the case workers: {escape(str(sb))}</p>")
+    sbs = summary.get("sandbox") or {}
+    if sbs.get("cases"):
+        H.append("<h2>Sandbox</h2><p>Protections of the case workers (see the threat model in "
+                 f"docs/corpus.md), over the {sbs['cases']} cases that reported one:</p>"
+                 "<table><tr><th>protection</th><th>cases with it</th></tr>")
+        for name, n in sbs["active"].items():
+            cls = "ok" if n == sbs["cases"] else "bad"
+            H.append(f"<tr><td>{escape(name)}</td><td class='n {cls}'>{n}/{sbs['cases']}</td></tr>")
+        H.append("</table>")
+        sb = next((r.get("sandbox") for r in records if r.get("sandbox")), None)
+        H.append(f"<p class='muted'>Sandbox report of one case: {escape(str(sb))}</p>")
     H.append("</body></html>")
     return "\n".join(H)
 

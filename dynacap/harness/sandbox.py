@@ -17,11 +17,12 @@ This module must not run user code or decide statuses.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import resource
 import signal
 import sys
+
+from .namespaces import libc as c_library
 
 #: Environment variables a worker may inherit (values are not secrets).
 PASS_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
@@ -59,10 +60,6 @@ class _CapHeader(ctypes.Structure):
 class _CapData(ctypes.Structure):
     _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
                 ("inheritable", ctypes.c_uint32)]
-
-
-def _libc():
-    return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
 
 
 def _drop_capabilities(libc) -> str:
@@ -107,7 +104,7 @@ def apply(scratch: str, *, cpu_s: float, memory_mb: int, file_mb: int = 256,
     report: dict = {}
     libc = None
     try:
-        libc = _libc()
+        libc = c_library()
     except OSError:
         pass
     limits = [("cpu_s", resource.RLIMIT_CPU, int(cpu_s) + 1),

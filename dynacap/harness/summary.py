@@ -4,7 +4,8 @@ Runs in the harness process on the records of ``results.jsonl``.  Computes,
 per compiler, status counts, the paritybench-style headline (cases passing,
 projects all passing, captured as one graph), graph-break reasons with example
 locations, distributions (graphs per case, first-call time, overhead) and
-per-project tables, plus the dynacap-vs-Dynamo comparison.  Pure data in,
+per-project tables, the dynacap-vs-Dynamo comparison, the cases that ask
+``is_compiling()`` and which sandbox protections the cases had.  Pure data in,
 data out: it must not read or write files, nor render anything.
 """
 from __future__ import annotations
@@ -14,6 +15,7 @@ import statistics
 from collections import Counter, defaultdict
 
 from .case import OK, STATUSES, as_float
+from .sandbox import protections
 
 GRAPH_BUCKETS = ("0", "1", "2", "3", "4-5", "6-10", ">10")
 TIME_EDGES = (0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0)      # seconds
@@ -140,12 +142,26 @@ def summarize_compiler(records: list[dict], comp: str) -> dict:
     }
 
 
+def sandbox_summary(records: list[dict]) -> dict:
+    """For each protection, in how many of the cases with a sandbox report it was active."""
+    reports = [r["sandbox"] for r in records if isinstance(r.get("sandbox"), dict)]
+    counts: dict[str, int] = {}
+    for sb in reports:
+        for name, on in protections(sb).items():
+            counts[name] = counts.get(name, 0) + bool(on)
+    return {"cases": len(reports), "active": counts}
+
+
 def summarize(records: list[dict]) -> dict:
     comps = compilers_of(records)
     out = {"cases": len(records), "projects": len({r.get("project") for r in records}),
            "compilers": comps, "per_compiler": {c: summarize_compiler(records, c) for c in comps},
            "case_level": Counter((r.get("prepare") or {}).get("status", "crash") for r in records)}
     out["case_level"] = dict(out["case_level"])
+    out["checks_compiling"] = [{"id": r["id"], "statuses": {c: (r["results"].get(c) or {}).get("status")
+                                                           for c in comps}}
+                               for r in sorted(records, key=lambda r: r["id"]) if r.get("checks_compiling")]
+    out["sandbox"] = sandbox_summary(records)
     if len(comps) >= 2:
         a, b = comps[0], comps[1]
         cross = Counter()

@@ -7,7 +7,7 @@ import torch
 import torch.nn as nn
 
 FAKE = "".join(json.dumps({"event": "done", "phase": p, "result": {"status": "ok", "graph_count": 1}}) + "\n"
-               for p in ("prepare", "dynamo", "dynacap"))
+               for p in ("dynamo", "dynacap", "prepare"))
 
 
 def _forge():
