@@ -315,3 +315,16 @@ def test_frame_sets_are_read_and_written_back_in_place(backend):
     d = run_differential(mutate_then_break, x, {1}, fresh_inputs=lambda: ((x.clone(), {1}), {}))
     for outcome in d.captured:
         assert outcome.result[1] is outcome.inputs[0][1] and outcome.result[1] == {1, 3, 4}
+
+
+def bound_method_across_a_break(x):
+    s = {1}
+    add = s.add
+    print("break")
+    add(2)
+    return x + 1, s
+
+
+def test_a_set_method_live_across_a_graph_break():
+    d = run_differential(bound_method_across_a_break, torch.randn(3))
+    assert d.graph_count >= 1

@@ -30,6 +30,7 @@ import sys
 from ..errors import GraphBreak
 from .base import Value
 from .constant import ConstantValue
+from .functions import MethodOfValue
 
 
 class _Member:
@@ -166,7 +167,8 @@ class SetValue(Value):
         return type(self.keys)
 
     def describe(self):
-        return f"{type(self.keys).__name__} of {len(self.keys)}"
+        where = f" {self.source.expr()}" if self.source is not None else ""
+        return f"{type(self.keys).__name__}{where} of {len(self.keys)}"
 
     def length(self) -> int:
         return len(self.keys)
@@ -297,12 +299,8 @@ _MUTATING = {"add", "discard", "remove", "pop", "clear", "update", "intersection
              "symmetric_difference_update"}
 
 
-class SetMethodValue(Value):
-    """``s.method`` of a ``SetValue``, before the call."""
-
-    def __init__(self, owner: SetValue, name: str):
-        self.owner = owner
-        self.name = name
+class SetMethodValue(MethodOfValue):
+    """``s.method`` of a ``SetValue``, before the call (rebuilt as that attribute of the set)."""
 
     def describe(self):
         return f"method {type(self.owner.keys).__name__}.{self.name}"
