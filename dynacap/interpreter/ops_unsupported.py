@@ -47,9 +47,10 @@ BREAK_REASONS = {
 }
 
 
-def _refuse(tx, ins):
+def refuse(tx, ins):
+    """The handler of every opcode in ``BREAK_REASONS``."""
     raise GraphBreak(BREAK_REASONS[ins.opname])
 
 
 for _opname in BREAK_REASONS:
-    HANDLERS.setdefault(_opname, _refuse)
+    HANDLERS.setdefault(_opname, refuse)
