@@ -98,8 +98,9 @@ def apply(scratch: str, *, cpu_s: float, memory_mb: int, file_mb: int = 256,
     """Confine the current (worker) process; returns what was applied.
 
     ``private_dirs`` are folders the case's mount namespace made its own
-    (``/dev/shm``): writable like the scratch folder (``/tmp`` stays read-only:
-    the case's temporary folder is in its scratch folder).
+    (``/dev/shm``): writable like the scratch folder, but for UNIX sockets
+    (``/tmp`` stays read-only: the case's temporary folder is in its scratch
+    folder).
     """
     report: dict = {}
     libc = None
@@ -133,7 +134,7 @@ def apply(scratch: str, *, cpu_s: float, memory_mb: int, file_mb: int = 256,
         from . import landlock
         rw = landlock.WRITE | landlock.REFER | landlock.TRUNCATE
         writable = [(scratch, rw), ("/dev/null", landlock.WRITE_FILE | landlock.TRUNCATE)]
-        writable += [(d, rw) for d in private_dirs]
+        writable += [(d, rw & ~landlock.MAKE_SOCK) for d in private_dirs]     # sockets: scratch only
         try:
             report.update(landlock.restrict(writable, libc))
         except Exception as e:  # noqa: BLE001 - never fail the case on the sandbox itself
