@@ -145,6 +145,7 @@ def _write_task(case_dir: str, case: Case, phases: list[str], cfg: dict, prepare
     with open(task, "w") as f:
         json.dump(jsonable({"case": case.to_dict(), "phases": phases, "config": cfg, "prepared": prepared,
                             "sandbox": {"cgroup": group.path, "cgroup_limit": group.max_pids,
+                                        "cgroup_note": group.note,
                                         "namespaces": cfg.get("namespaces", True)}}), f)
     return task
 

@@ -46,7 +46,9 @@ def unshare_case() -> tuple[str | None, str]:
     """Unshare PID and mount namespaces for the next child; returns (mode, note).
 
     ``mode`` is ``"userns"`` or ``"root"`` on success, None when neither works
-    (``note`` says why).
+    (``note`` says why).  The user namespace comes first and alone: a mapping
+    that cannot be written leaves a user namespace that changes nothing
+    (same kernel uid), never a PID namespace the caller did not expect.
     """
     try:
         lc = libc()
@@ -54,21 +56,22 @@ def unshare_case() -> tuple[str | None, str]:
         return None, f"no libc: {e}"
     uid, gid = os.getuid(), os.getgid()
     notes = []
-    attempts = [("userns", CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS)]
+    if lc.unshare(CLONE_NEWUSER) == 0:
+        try:
+            _write("/proc/self/setgroups", "deny")
+            _write("/proc/self/uid_map", f"0 {uid} 1")
+            _write("/proc/self/gid_map", f"0 {gid} 1")
+        except OSError as e:
+            return None, f"uid map: {e}"
+        if lc.unshare(CLONE_NEWPID | CLONE_NEWNS) == 0:
+            return "userns", ""
+        notes.append(_err("unshare in a user namespace"))
+        return None, "; ".join(notes)
+    notes.append(_err("user namespace"))
     if os.geteuid() == 0:
-        attempts.append(("root", CLONE_NEWPID | CLONE_NEWNS))
-    for mode, flags in attempts:
-        if lc.unshare(flags) != 0:
-            notes.append(_err(f"{mode} unshare"))
-            continue
-        if flags & CLONE_NEWUSER:
-            try:
-                _write("/proc/self/setgroups", "deny")
-                _write("/proc/self/uid_map", f"0 {uid} 1")
-                _write("/proc/self/gid_map", f"0 {gid} 1")
-            except OSError as e:          # half-made user namespace: unusable for the rest
-                return None, f"uid map: {e}"
-        return mode, "; ".join(notes)
+        if lc.unshare(CLONE_NEWPID | CLONE_NEWNS) == 0:
+            return "root", "; ".join(notes)
+        notes.append(_err("root unshare"))
     return None, "; ".join(notes)
 
 

@@ -145,13 +145,14 @@ def apply(scratch: str, *, cpu_s: float, memory_mb: int, file_mb: int = 256,
     return report
 
 
-def launcher_facts(launcher: dict, cgroup_limit) -> dict:
-    """What the launcher set up for the worker, in the form of the sandbox report."""
+def launcher_facts(launcher: dict, task_sandbox: dict) -> dict:
+    """What the launcher set up for the worker (and the harness for it: ``task_sandbox``),
+    in the form of the sandbox report."""
     mounts = launcher.get("mounts") or {}
+    cgroup = launcher.get("cgroup") or f"unavailable ({task_sandbox.get('cgroup_note') or 'none'})"
     facts = {"pidns": launcher.get("pidns"), "namespaces": launcher.get("namespaces"),
              "private": list(mounts.get("private", [])), "proc": mounts.get("proc", "shared"),
-             "cgroup": f"pids.max {cgroup_limit}" if launcher.get("cgroup") == "joined"
-             else launcher.get("cgroup", "unavailable")}
+             "cgroup": f"pids.max {task_sandbox.get('cgroup_limit')}" if cgroup == "joined" else cgroup}
     if mounts.get("error") or mounts.get("failed"):
         facts["mount_errors"] = [mounts["error"]] if mounts.get("error") else []
         facts["mount_errors"] += mounts.get("failed", [])

@@ -297,7 +297,7 @@ def work(task_path: str, channel_fd: int, launcher: dict) -> None:
     private = ("/dev/shm",) if "/dev/shm" in mounts.get("private", ()) else ()
     sb = sandbox.apply(scratch, cpu_s=cfg.get("cpu_limit_s", 600), memory_mb=cfg.get("memory_limit_mb", 4096),
                        network=cfg.get("allow_network", False), private_dirs=private)
-    sb.update(sandbox.launcher_facts(launcher, (task.get("sandbox") or {}).get("cgroup_limit")))
+    sb.update(sandbox.launcher_facts(launcher, task.get("sandbox") or {}))
     events.emit(event="sandbox", sandbox=sb, pid=os.getpid())
     phases = task["phases"]
     missing = [k for k, on in sandbox.protections(sb).items() if not on]
