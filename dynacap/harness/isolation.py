@@ -28,6 +28,7 @@ import time
 
 from .case import CASE_LEVEL, CRASH, OK, TIMEOUT, Case, jsonable
 from . import cgroups, sandbox
+from .launcher import Protocol
 
 #: Bootstrap of a plain worker process (``python -I -B -c``; see ``sandbox.boot_script``).
 BOOT = sandbox.boot_script("from dynacap.harness.worker import main\nmain(sys.argv[2])")
@@ -271,11 +272,18 @@ def run_case(case: Case, cfg: dict) -> dict:
         workers += 1
         launcher = "fork-server" if w.get("forked") else "subprocess"
         started, last_done, violation = None, None, None
+        protocol = Protocol(phases)            # again: without Landlock the file is writable
         for ev in w["events"]:
             if ev.get("event") == "violation":
                 violation = ev.get("detail")
                 break
-            elif ev.get("event") == "sandbox":
+            if ev.get("event") == "launcher":
+                continue
+            why = protocol.check(ev)
+            if why:
+                violation = f"events file: {why}"
+                break
+            if ev.get("event") == "sandbox":
                 sandbox_info = ev.get("sandbox")
             elif ev.get("event") == "start":
                 started, last_done = ev.get("phase"), None
