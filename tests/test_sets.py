@@ -328,3 +328,7 @@ def bound_method_across_a_break(x):
 def test_a_set_method_live_across_a_graph_break():
     d = run_differential(bound_method_across_a_break, torch.randn(3))
     assert d.graph_count >= 1
+
+
+def test_sets_of_tensors_under_inductor():
+    one_graph(tensor_members, torch.randn(3), torch.randn(3), backend="inductor")

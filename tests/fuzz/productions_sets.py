@@ -63,8 +63,11 @@ def set_tensors(w, scope, depth):
     a, b = w.rng.sample(tensors, 2)
     other = w.rng.choice(tensors)
     name, out = w.fresh("st"), w.fresh("n")
-    lines = [f"{name} = {w.rng.choice([f'{{{a}, {b}, {a}}}', f'set([{a}, {b}])', f'{{{a}}} | {{{b}}}'])}"]
-    choice = w.rng.randrange(4)
+    built = [f"{{{a}, {b}, {a}}}", f"set([{a}, {b}])", f"{{{a}}} | {{{b}}}"]
+    if "xs" in scope.names:
+        built.append(f"{{e for e in xs}} | {{{a}}}")  # the list may hold the same tensor twice
+    lines = [f"{name} = {w.rng.choice(built)}"]
+    choice = w.rng.randrange(4) if "xs" not in lines[0] else w.rng.randrange(1, 4)
     if choice == 0:
         acc = w.fresh("t")
         lines += [f"{acc} = {a} * 0", f"for v in {name}:", f"    {acc} = {acc} + v"]
