@@ -110,6 +110,16 @@ def _seen_of(code) -> dict:
     return entry[1]
 
 
+def inherit(code, source_expr: str, seen) -> None:
+    """Start ``code``'s record for an input as ``seen`` (sizes with ``DYNAMIC``s, or ``DYNAMIC``).
+
+    A resume or chain function is new code whose arguments the frame before it
+    already found symbolic: it starts with what that frame learned, instead of
+    a static first capture of its own.  What the code has seen itself wins.
+    """
+    _seen_of(code).setdefault(source_expr, seen)
+
+
 class ShapePolicy:
     """The dynamic-shape decisions of one capture of ``code`` (``dynamic`` is the optimize option)."""
 

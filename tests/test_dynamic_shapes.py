@@ -356,3 +356,43 @@ def test_inductor_compiles_a_symbolic_graph_once_for_five_sizes():
 
     counting = sweep(f, lambda n: (torch.randn(n, 6),), sizes=[3, 5, 8, 13, 21], backend="inductor", dynamic=True)
     assert counting.compiles == 1
+
+
+def test_slices_and_shape_arithmetic_stay_symbolic():
+    def f(x, n):
+        head = x[:, : x.size(1) - 1]
+        out_shape = x.shape[:-1] + (2, -1)
+        return head[:n].sum(), x.view(out_shape), torch.Size([x.size(0)]) + x.shape[1:]
+
+    counting = sweep(f, lambda n: (torch.randn(n, 6), n - 1), sizes=[3, 4, 5, 6, 7, 9])
+    assert counting.compiles == 2
+
+
+def test_the_code_after_a_break_starts_symbolic_where_the_frame_was():
+    def f(x):
+        shape = x.shape
+        y = x * 2
+        print("break")  # the resume function receives y and shape, symbolic in the frame's graph
+        return y.reshape(shape[0], -1) + shape[1]
+
+    counting = sweep(f, lambda n: (torch.randn(n, 4),), sizes=[3, 4, 5, 6, 7])
+    # the frame: static 3, then symbolic; after the break: static 3, then symbolic from the start.
+    assert counting.compiles == 4, counting.compiles
+
+
+@pytest.mark.transformers
+def test_a_decoder_over_several_sequence_lengths():
+    from tests.transformers_models import build
+
+    model, _ = build("gpt2")
+    model.eval()
+    counting = CountingBackend("eager")
+    opt = dynacap.optimize(model, backend=counting)
+    compiles = []
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # cache-limit warnings of transformers' own helpers
+        for n in (8, 9, 12, 16, 5, 21):
+            ids = torch.randint(0, 99, (2, n))
+            assert_same(model(input_ids=ids).logits, opt(input_ids=ids).logits, rtol=1e-4, atol=1e-5)
+            compiles.append(counting.compiles)
+    assert compiles[-1] == compiles[3], compiles  # lengths after the fourth compile nothing new

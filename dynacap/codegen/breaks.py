@@ -27,12 +27,15 @@ from dataclasses import dataclass
 import torch
 from bytecode import UNSET, Bytecode, FreeVar, Instr, Label, TryBegin, TryEnd
 
+from .. import dynamic
 from ..errors import GraphBreak
 from ..interpreter.skipfiles import is_skipped_file
 from ..interpreter.tracer import FrameAtBreak
 from ..source import LocalSource
 from ..values.base import NullValue
-from ..values.containers import DictValue, IteratorValue, ListValue, SequenceValue, TupleValue
+from ..values.containers import DictValue, IteratorValue, ListValue, SequenceValue, SizeValue, TupleValue
+from ..values.symbolic import SymNumberValue
+from ..values.tensor import TensorValue
 from ..values.autocast import AutocastExitValue
 from ..values.grad_mode import GradExitValue
 from . import resume
@@ -299,11 +302,36 @@ def _frame_level(frame: FrameAtBreak, keep: int, result_slots: list, resume_offs
     return Level(frame, layout, values, sum(1 for s in result_slots if s == resume.ARG), live, resume_offset)
 
 
-def local_value_emit(cg: Emitter, level: Level, name: str) -> None:
+def _local_value(level: Level, name: str):
+    """The value of a live local at the break (None: an argument never read while tracing)."""
     tracer = level.frame.tracer
     value = level.frame.checkpoint.locals.get(name)
     if value is None and name in tracer.cells:
         value = tracer.cells[name].get(tracer)
+    return value
+
+
+def _inherit_symbolic_inputs(code: types.CodeType, levels: list, n_results: int) -> None:
+    """Arguments that are symbolic here start symbolic in the resume (or chain) code (``dynamic.inherit``)."""
+    values = []
+    for depth, level in enumerate(levels):  # the argument order of resume.resume_code / chain_code
+        values += [_local_value(level, name) for name in level.live] + list(level.stack_values)
+        if depth == 0:
+            values += [None] * n_results
+    for name, value in zip(code.co_varnames[:code.co_argcount], values):
+        if isinstance(value, TensorValue) and any(isinstance(d, torch.SymInt) for d in value.fake.shape):
+            dynamic.inherit(code, f"L[{name!r}]",
+                            tuple(dynamic.DYNAMIC if isinstance(d, torch.SymInt) else d for d in value.fake.shape))
+        elif isinstance(value, SymNumberValue) and isinstance(value.fake, torch.SymInt):
+            dynamic.inherit(code, f"L[{name!r}]", dynamic.DYNAMIC)
+        elif isinstance(value, SizeValue):
+            for i, item in enumerate(value.items):
+                if isinstance(item, SymNumberValue):
+                    dynamic.inherit(code, f"L[{name!r}][{i}]", dynamic.DYNAMIC)
+
+
+def local_value_emit(cg: Emitter, level: Level, name: str) -> None:
+    value = _local_value(level, name)
     if value is None:
         # An argument of the root frame never read while tracing: reload it as it is.
         cg.extend(LocalSource(name).emit())
@@ -495,6 +523,9 @@ class BreakCodegen:
             chain = resume.chain_code(chain_levels, self.original.co_filename, self.original.co_name,
                                       cg.lineno or self.original.co_firstlineno)
             cg.load_const(types.FunctionType(chain, self.frames[0].tracer.f_globals))
+        callee = fns[0] if len(levels) == 1 else chain
+        _inherit_symbolic_inputs(callee if isinstance(callee, types.CodeType) else callee.__code__,
+                                 levels, len(temps))
         nargs = 0
         for depth, level in enumerate(levels):  # the argument order of resume.resume_code / chain_code
             for name in level.live:

@@ -354,7 +354,7 @@ def _lower(values, what: str):
     from ..values.base import Value
     from ..values.constant import ConstantValue
     from ..values.containers import DictValue, SequenceValue
-    from ..values.symbolic import SymNumberValue
+    from ..values.symbolic import SymNumberValue, SymSliceValue
     from ..values.tensor import TensorValue
 
     if isinstance(values, dict):
@@ -365,6 +365,9 @@ def _lower(values, what: str):
         return [p[0] for p in pairs], [p[1] for p in pairs]
     if isinstance(values, (TensorValue, SymNumberValue)):
         return values.node, values.fake
+    if isinstance(values, SymSliceValue):
+        nodes, fakes = _lower(values.parts, what)
+        return slice(*nodes), slice(*fakes)
     if isinstance(values, ConstantValue) or (isinstance(values, Value) and values.is_constant()
                                              and not isinstance(values, SequenceValue)):
         v = values.as_constant()

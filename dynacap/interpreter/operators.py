@@ -40,7 +40,8 @@ def binary_op(tx, symbol: str, a: Value, b: Value) -> Value:
     if symbolic_numbers(a, b):
         # A size stays symbolic through arithmetic; Python numbers have no in-place forms.
         return tx.graph.call("call_function", BINARY[symbol.rstrip("=")], [a, b], {}, f"`{symbol}`")
-    if a.is_constant() and b.is_constant() and not isinstance(a, ListValue) and not isinstance(b, ListValue):
+    if a.is_constant() and b.is_constant() and not isinstance(a, ListValue) and not isinstance(b, ListValue) \
+            and not (holds_symbolic(a) or holds_symbolic(b)):
         try:
             result = fn(a.as_constant(), b.as_constant())
         except Exception as e:
@@ -49,12 +50,19 @@ def binary_op(tx, symbol: str, a: Value, b: Value) -> Value:
 
         return wrap_constant_result(result, f"`{symbol}`")
     base = symbol.rstrip("=")
+    if isinstance(a, SequenceValue) and isinstance(b, ConstantValue) and type(b.value) is tuple:
+        b = TupleValue([ConstantValue(x) for x in b.value])  # `x.shape[:-1] + (2, -1)` with a symbolic size
+    elif isinstance(b, SequenceValue) and isinstance(a, ConstantValue) and type(a.value) is tuple:
+        a = TupleValue([ConstantValue(x) for x in a.value])
     if isinstance(a, SequenceValue) and isinstance(b, SequenceValue) and base == "+":
         if symbol == "+=" and isinstance(a, ListValue):
             a.mutate(tx, "`+=` on a list")
             a.items.extend(b.items)
             return a
-        cls = ListValue if isinstance(a, ListValue) else TupleValue
+        if isinstance(a, ListValue) != isinstance(b, ListValue):
+            raise GraphBreak("`+` between a list and a tuple (TypeError at run time)")
+        sized = isinstance(a, SizeValue) or isinstance(b, SizeValue)  # tuple + torch.Size is a torch.Size
+        cls = ListValue if isinstance(a, ListValue) else SizeValue if sized else TupleValue
         return cls(a.items + b.items)
     if isinstance(a, SequenceValue) and base == "*" and b.is_constant():
         cls = ListValue if isinstance(a, ListValue) else TupleValue
@@ -73,6 +81,11 @@ def compare_op(tx, symbol: str, a: Value, b: Value) -> Value:
         if same is not None:
             return ConstantValue(same if symbol == "==" else not same)
     raise GraphBreak(f"comparing {a.describe()} {symbol} {b.describe()} is not supported")
+
+
+def holds_symbolic(v: Value) -> bool:
+    """A tuple (``x.shape``) with a symbolic item: folding it as a constant would specialize the item."""
+    return isinstance(v, SequenceValue) and any(isinstance(i, SymNumberValue) for i in v.items)
 
 
 def symbolic_numbers(a: Value, b: Value) -> bool:

@@ -5,6 +5,7 @@ from ..errors import GraphBreak
 from ..values.constant import ConstantValue
 from ..values.containers import DictValue, ListValue, TupleValue
 from ..values.sets import SetValue, set_add, set_update
+from ..values.symbolic import SymNumberValue, SymSliceValue
 from ..values.tensor import TensorValue
 from .tracer import handles
 
@@ -98,6 +99,9 @@ def _build_slice(tx, ins):
     parts = tx.popn(ins.arg)
     if not all(p.is_constant() for p in parts):
         raise GraphBreak("a slice with non-constant bounds (e.g. from a tensor value)")
+    if any(isinstance(p, SymNumberValue) for p in parts):
+        tx.push(SymSliceValue(parts))  # ``x[:n]`` with a symbolic n stays symbolic in the graph
+        return
     tx.push(ConstantValue(slice(*(p.as_constant() for p in parts))))
 
 

@@ -54,3 +54,30 @@ class SymNumberValue(Value):
 
     def reconstruct(self, cg) -> None:
         cg.load_tensor(self)  # an input is reloaded from its source, anything else is a graph output
+
+
+class SymSliceValue(Value):
+    """``a:b:c`` with a symbolic bound (``x[:, :n]``): a slice of nodes in the graph, so it stays symbolic."""
+
+    def __init__(self, parts: list[Value]):
+        self.parts = parts
+
+    def describe(self) -> str:
+        return "slice(" + ", ".join(p.describe() for p in self.parts) + ")"
+
+    def python_type(self) -> type:
+        return slice
+
+    def is_constant(self) -> bool:
+        return all(p.is_constant() for p in self.parts)
+
+    def as_constant(self):
+        return slice(*(p.as_constant() for p in self.parts))
+
+    def real_object(self):
+        return self.as_constant()
+
+    def reconstruct(self, cg) -> None:
+        for part in self.parts:
+            part.reconstruct(cg)
+        cg.append("BUILD_SLICE", len(self.parts))

@@ -49,6 +49,9 @@ def wrap(tx, obj, source: Source | None) -> Value:
         return value
     if issubclass(t, torch.Size):
         if source is not None:
+            items = _symbolic_size_items(tx, obj, source)
+            if items is not None:
+                return SizeValue(items, source)
             g.equals_match(source, obj)
         return SizeValue([ConstantValue(d) for d in obj], source)
     if t is int and isinstance(source, LocalSource) and tx.ctx.shapes is not None \
@@ -93,6 +96,28 @@ def wrap(tx, obj, source: Source | None) -> Value:
         else:
             g.id_match(source, obj)
     return value
+
+
+def _symbolic_size_items(tx, size, source) -> list | None:
+    """The dims of a ``torch.Size`` local, some symbolic (``dynamic.ShapePolicy``); None if all are static."""
+    policy = tx.ctx.shapes
+    if policy is None or not isinstance(source, LocalSource) or type(size) is not torch.Size:
+        return None
+    expr = source.expr()
+    symbolic = [policy.int_is_symbolic(f"{expr}[{i}]", d) for i, d in enumerate(size)]
+    if not any(symbolic):
+        return None
+    tx.guards.length(source, size)
+    items = []
+    for i, (d, sym) in enumerate(zip(size, symbolic)):
+        item_source = ItemSource(source, i)
+        if sym:
+            tx.guards.type_match(item_source, d)
+            items.append(tx.graph.input_symint(item_source, d))
+        else:
+            tx.guards.equals_match(item_source, d)
+            items.append(ConstantValue(d))
+    return items
 
 
 def _made_by_previous_stage(tx, source) -> bool:
