@@ -7,12 +7,21 @@ from __future__ import annotations
 
 import types
 
+import torch
+
 from ..errors import GraphBreak
 from .base import Value
 
 #: Types whose instances are immutable and safe to evaluate on at capture time.
 CONSTANT_TYPES = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), type(NotImplemented),
                   slice, range)
+
+
+_SYMBOLIC = (torch.SymInt, torch.SymBool, torch.SymFloat)
+
+
+def _is_symbolic(obj) -> bool:
+    return isinstance(obj, _SYMBOLIC)
 
 
 def is_literal(obj) -> bool:
@@ -30,6 +39,8 @@ def is_literal(obj) -> bool:
 
 class ConstantValue(Value):
     def __init__(self, value, source=None):
+        # A symbolic size is a ``SymNumberValue``: as a constant it would be baked in unguarded.
+        assert not _is_symbolic(value), "a symbolic number wrapped as a constant"
         self.value = value
         self.source = source
 
