@@ -332,3 +332,22 @@ def test_a_set_method_live_across_a_graph_break():
 
 def test_sets_of_tensors_under_inductor():
     one_graph(tensor_members, torch.randn(3), torch.randn(3), backend="inductor")
+
+
+def set_as_a_dict_key(x):
+    s = {1}
+    try:
+        d = {s: 1}
+    except TypeError as e:
+        return x + 1, str(e)
+    return x, d
+
+
+def list_as_a_comprehension_key(x):
+    return x, {k: 1 for k in [[1]]}
+
+
+@pytest.mark.parametrize("fn", [set_as_a_dict_key, list_as_a_comprehension_key])
+def test_an_unhashable_dict_key_is_a_type_error_as_eager(fn):
+    """Not an internal error: BUILD_MAP/MAP_ADD break where CPython raises TypeError."""
+    run_differential(fn, torch.randn(3))

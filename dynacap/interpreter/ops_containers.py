@@ -63,10 +63,20 @@ def _set_update(tx, ins):
     set_update(tx, tx.stack[-ins.arg], iterable)
 
 
+def dict_key(value):
+    """The constant a dict key stands for; an unhashable one (a list, a set) is CPython's TypeError."""
+    key = value.as_constant()
+    try:
+        hash(key)
+    except TypeError as e:
+        raise GraphBreak(f"{e} (TypeError at run time)") from None
+    return key
+
+
 @handles("BUILD_MAP")
 def _build_map(tx, ins):
     flat = tx.popn(2 * ins.arg)
-    tx.push(DictValue({flat[i].as_constant(): flat[i + 1] for i in range(0, len(flat), 2)}))
+    tx.push(DictValue({dict_key(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}))
 
 
 @handles("BUILD_CONST_KEY_MAP")
@@ -91,7 +101,7 @@ def _dict_update(tx, ins):
 def _map_add(tx, ins):
     value = tx.pop()
     key = tx.pop()
-    tx.stack[-ins.arg].items[key.as_constant()] = value
+    tx.stack[-ins.arg].items[dict_key(key)] = value
 
 
 @handles("BUILD_SLICE")
