@@ -49,16 +49,6 @@ def abi(libc=None) -> int:
     return max(0, v)
 
 
-def features(version: int) -> list[str]:
-    """What a ruleset of ``version`` enforces, as shown in the run's sandbox section."""
-    out = ["writes only in scratch"] if version >= 1 else []
-    if version >= 4:
-        out.append("no tcp")
-    if version >= 6:
-        out += ["signals scoped", "abstract sockets scoped"]
-    return out
-
-
 def restrict(writable: list[tuple[str, int]], libc=None) -> dict:
     """Restrict the calling thread (and its future children); returns what is enforced."""
     libc = libc or c_library()
@@ -93,4 +83,4 @@ def restrict(writable: list[tuple[str, int]], libc=None) -> dict:
         os.close(rfd)
     shown = f"abi {version}" + (", tcp blocked" if net else "") + (", signals and abstract sockets scoped"
                                                                   if scoped else "")
-    return {"landlock": shown, "landlock_abi": version, "protects": features(version)}
+    return {"landlock": shown, "landlock_abi": version}

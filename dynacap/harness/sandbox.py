@@ -162,7 +162,8 @@ def launcher_facts(launcher: dict, task_sandbox: dict) -> dict:
 
 
 def protections(sb: dict) -> dict[str, bool]:
-    """Each protection of the issue-14 threat model and whether ``sb`` (a sandbox report) has it."""
+    """Each protection of the threat model (docs/corpus.md) and whether ``sb``, a sandbox
+    report, has it; ``--require-sandbox`` wants them all."""
     pidns = sb.get("pidns") == "own" and sb.get("proc") in ("own", "hidden")
     cgroup = str(sb.get("cgroup", "")).startswith("pids.max")
     ll = str(sb.get("landlock", ""))
