@@ -351,3 +351,18 @@ def list_as_a_comprehension_key(x):
 def test_an_unhashable_dict_key_is_a_type_error_as_eager(fn):
     """Not an internal error: BUILD_MAP/MAP_ADD break where CPython raises TypeError."""
     run_differential(fn, torch.randn(3))
+
+
+def lazy_isdisjoint(x, log):
+    def gen():
+        for i in range(5):
+            log.append(i)
+            yield i
+
+    s = {2, 7}
+    return x + 1, s.isdisjoint(gen()), s.issuperset(v * 7 for v in range(3) if not log.append(v)), list(log)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_isdisjoint_and_issuperset_stop_a_generator_where_eager_stops(backend):
+    one_graph(lazy_isdisjoint, torch.randn(3), [], backend=backend)

@@ -31,6 +31,7 @@ from ..errors import GraphBreak
 from .base import Value
 from .constant import ConstantValue
 from .functions import MethodOfValue
+from .iterators import is_lazy
 
 
 class _Member:
@@ -337,12 +338,14 @@ class SetMethodValue(MethodOfValue):
                                      "depends on their ids at run time")
             s.mutate(tx)
             return _value_of(s.keys.pop()) if name == "pop" else ConstantValue(s.keys.clear())
-        operands = [operand(tx, a) for a in args]
-        keys = [k for k, _ in operands]
-        known = s.order_known and all(k for _, k in operands) and not any(_holds_members(k) for k in keys)
         if name in ("symmetric_difference", "symmetric_difference_update", "issubset", "issuperset",
                     "isdisjoint"):
             _arity(self, args, 1)
+        if name in ("isdisjoint", "issuperset") and is_lazy(args[0]):
+            return ConstantValue(_pull_until_decided(tx, s, args[0], stop_when_present=name == "isdisjoint"))
+        operands = [operand(tx, a) for a in args]
+        keys = [k for k, _ in operands]
+        known = s.order_known and all(k for _, k in operands) and not any(_holds_members(k) for k in keys)
         result = getattr(s.keys, name)(*keys)
         if name.endswith("_update") or name == "update":
             s.mutate(tx, [k for ks in keys for k in ks])
@@ -351,6 +354,14 @@ class SetMethodValue(MethodOfValue):
         if type(result) is bool:
             return ConstantValue(result)
         return SetValue(result, known)
+
+
+def _pull_until_decided(tx, s: SetValue, iterator: Value, stop_when_present: bool) -> bool:
+    """``s.isdisjoint(it)`` / ``s.issuperset(it)`` over a lazy iterator: CPython stops at the deciding item."""
+    while (item := iterator.next_item(tx)) is not None:
+        if (key_of(item) in s.keys) is stop_when_present:
+            return False
+    return True
 
 
 def _arity(method: SetMethodValue, args, n: int) -> None:
