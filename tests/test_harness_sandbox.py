@@ -117,7 +117,8 @@ def test_case_has_its_own_pid_namespace_proc_tmp_and_shm(tmp_path):
     shm_name = f"dcprobe-t-{os.getpid()}"
     rc, events, obs, err = _launch(tmp_path, f"""
 observe(pid=os.getpid(), ppid=os.getppid(), procs=[p for p in os.listdir("/proc") if p.isdigit()],
-        shm=os.listdir("/dev/shm"), tmp=os.listdir("/tmp"), run=os.listdir("/run"))
+        shm=os.listdir("/dev/shm"), tmp=os.listdir("/tmp"), run=os.listdir("/run"),
+        homes={{h: os.listdir(h) for h in ("/root", "/home") if os.path.isdir(h)}})
 open("/dev/shm/{shm_name}", "w").write("left")
 daemon({DAEMON!r})
 time.sleep(0.2)
@@ -130,6 +131,11 @@ time.sleep(0.2)
     if proc == "own":
         assert sorted(obs["procs"]) == sorted(["1", str(obs["pid"])]), obs   # no view of the caller's processes
     assert obs["shm"] == [] and obs["run"] == []
+    from dynacap.harness.launcher import _needed_paths      # the caller's home: only what the case needs
+    kept = _needed_paths(str(tmp_path / "case"), {"case": {"root": str(tmp_path)}})
+    for home, names in obs["homes"].items():
+        for name in names:
+            assert any(os.path.realpath(k).startswith(os.path.join(home, name)) for k in kept if k), (home, name)
     assert set(obs["tmp"]) <= {tmp_path.parts[2]}, obs["tmp"]     # only the path back to the case folder
     assert not os.path.exists(f"/dev/shm/{shm_name}")
     assert not _alive(DAEMON)                                     # killed with the namespace, setsid or not

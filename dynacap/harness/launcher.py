@@ -173,6 +173,16 @@ def _kill_descendants(deadline_s: float = 5.0) -> int:
     return len(killed)
 
 
+def _home_of_user() -> list[str]:
+    """The caller's home folder (the environment's HOME is the case's scratch by now)."""
+    import pwd
+    try:
+        home = pwd.getpwuid(os.getuid()).pw_dir
+    except KeyError:
+        return []
+    return [home] if home and home != "/" else []
+
+
 def _needed_paths(case_dir: str, task: dict) -> list[str]:
     """What the worker must still see after the private mounts: its folder, the project,
     its data file, the harness package and the interpreter's paths."""
@@ -190,7 +200,8 @@ def _init(libc, worker, task_path: str, chan_w: int, status_w: int, case_dir: st
     _die_with_parent(libc, None)
     libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
     try:
-        mounts = namespaces.setup_mounts(_needed_paths(case_dir, task), case_dir)
+        mounts = namespaces.setup_mounts(_needed_paths(case_dir, task), case_dir,
+                                         namespaces.HOME_DIRS + tuple(seen.get("homes", ())))
     except Exception as e:  # noqa: BLE001 - reported, and the sandbox report shows what is missing
         mounts = {"private": [], "error": f"{type(e).__name__}: {e}"}
     pid = os.fork()
@@ -244,7 +255,7 @@ def launch(task_path: str, worker) -> None:
         task = json.load(f)
     sbx = task.get("sandbox") or {}
     libc = c_library()
-    seen: dict = {"event": "launcher", "host_root": os.getuid() == 0}
+    seen: dict = {"event": "launcher", "host_root": os.getuid() == 0, "homes": _home_of_user()}
     if sbx.get("cgroup"):
         try:
             with open(os.path.join(sbx["cgroup"], "cgroup.procs"), "w") as f:

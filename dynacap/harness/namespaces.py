@@ -7,9 +7,11 @@ namespace when that works, so the case's root has no privilege over the
 host; as plain root otherwise).  :func:`setup_mounts` runs in the namespace's
 init process: mount events stay private, ``/tmp``, ``/dev/shm``, ``/run`` and
 ``/var/run`` become empty tmpfs (nothing persists across cases, no UNIX socket
-of the caller is reachable there), the case folder stays visible at its path,
-and a fresh ``/proc`` shows only the case's processes (an empty one when the
-kernel refuses a fresh proc mount).  When the namespace's init exits, the
+of the caller is reachable there), so do the home folders (the caller's keys
+and tokens); the case folder, the project and the interpreter's paths stay
+where they are (bound back in, read-only but for the case folder); a fresh
+``/proc`` shows only the case's processes (an empty one when the kernel
+refuses a fresh proc mount).  When the namespace's init exits, the
 kernel kills every process left in it.  Each step is best effort and reported;
 this module must not run user code or decide statuses.
 """
@@ -23,8 +25,11 @@ CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REMOUNT = 1, 2, 4, 8, 32
 _MS_BIND, _MS_REC, _MS_PRIVATE = 4096, 16384, 1 << 18
-#: folders replaced by an empty tmpfs of the case (size in MiB)
-PRIVATE_DIRS = (("/tmp", 1024), ("/dev/shm", 256), ("/run", 16), ("/var/run", 16))
+#: folders replaced by an empty tmpfs of the case (size in MiB, mode)
+PRIVATE_DIRS = (("/tmp", 1024, "1777"), ("/dev/shm", 256, "1777"), ("/run", 16, "0755"),
+                ("/var/run", 16, "0755"))
+#: home folders, hidden the same way: the caller's dotfiles (keys, tokens) are not the case's
+HOME_DIRS = ("/root", "/home")
 
 
 def libc():
@@ -92,10 +97,10 @@ def _outermost(paths) -> list[str]:
     return out
 
 
-def setup_mounts(keep: list[str], writable: str) -> dict:
+def setup_mounts(keep: list[str], writable: str, homes: tuple = HOME_DIRS) -> dict:
     """In the namespace's init: private mounts; the ``keep`` paths (the case folder,
     the project, the interpreter's paths) stay reachable where they are, read-only
-    but for ``writable`` (the case folder).
+    but for ``writable`` (the case folder).  ``homes`` (home folders) are hidden too.
 
     Returns ``{"private": [folders made private], "proc": "own" | "hidden" | reason, ...}``.
     """
@@ -106,15 +111,17 @@ def setup_mounts(keep: list[str], writable: str) -> dict:
         return report
     writable = os.path.realpath(writable)
     keep = _outermost(keep + [writable])
-    for folder, size_mb in PRIVATE_DIRS:
-        if os.path.islink(folder) or not os.path.isdir(folder):
+    hidden = list(PRIVATE_DIRS) + [(h, 16, "0755") for h in dict.fromkeys(homes)
+                                   if not any(h == d for d, _, _ in PRIVATE_DIRS)]
+    for folder, size_mb, mode in hidden:
+        if os.path.islink(folder) or not os.path.isdir(folder) or folder == "/":
             continue
         inside = [(p, os.open(p, os.O_PATH | os.O_CLOEXEC)) for p in keep if _under(p, folder)]
         try:
             if any(p == folder for p, _ in inside):
                 continue                  # the project is the folder itself: leave it shared
             if not _mount(lc, "tmpfs", folder, "tmpfs", _MS_NOSUID | _MS_NODEV,
-                          f"size={size_mb}m,mode=1777"):
+                          f"size={size_mb}m,mode={mode}"):
                 report.setdefault("failed", []).append(_err(folder))
                 continue
             report["private"].append(folder)
