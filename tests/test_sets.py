@@ -366,3 +366,18 @@ def lazy_isdisjoint(x, log):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_isdisjoint_and_issuperset_stop_a_generator_where_eager_stops(backend):
     one_graph(lazy_isdisjoint, torch.randn(3), [], backend=backend)
+
+
+def membership_and_length(x, names):
+    return x * (("a" in names) + 10 * len(names))
+
+
+@needs_frame_sets
+def test_a_frame_set_read_by_in_and_len_is_guarded_by_the_answers_only():
+    counting = CountingBackend()
+    compiled = dynacap.optimize(membership_and_length, backend=counting)
+    x = torch.ones(1)
+    for names in ({"a", "b"}, {"a", "z"}, {"c", "a"}, {"b", "c"}, {"a", "b", "c"}):
+        assert torch.equal(compiled(x, names), membership_and_length(x, names))
+    # One capture for the three sets where "a" is in and the length is 2, one each for the other two.
+    assert counting.compiles == 3

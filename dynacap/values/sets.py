@@ -113,7 +113,7 @@ def _identity(value: Value):
 def lookup_key(item: Value):
     """The key ``in``/``discard``/``remove`` look up: a set is looked up as the frozenset of its members."""
     if isinstance(item, SetValue) and not item.frozen:
-        return SetValue(frozenset(item.keys)).frozen_key()
+        return SetValue(frozenset(item.keys)).frozen_key()  # reading item.keys guards a frame set
     return key_of(item)
 
 
@@ -134,24 +134,45 @@ class SetValue(Value):
     """A set (or frozenset) whose members are ``Value``s, computed on a real set of their keys."""
 
     def __init__(self, keys: set | frozenset, order_known: bool = True, source=None):
-        self.keys = keys
+        self._keys = keys
         #: False once a member hashed by identity has been in this set or one it was computed from.
         self.order_known = order_known and not _holds_members(keys)
         self.source = source
         self.mutated = False
+        #: A set from the frame not guarded member for member yet: (guards, members in order, table size).
+        self._unguarded = None
 
     @staticmethod
-    def from_frame(obj: set | frozenset, source) -> "SetValue":
-        """A set of constants read from the frame (``wrap`` guards its members, in their order).
+    def from_frame(tx, obj: set | frozenset, source) -> "SetValue":
+        """A set of constants read from the frame (``wrap`` guards its type; the rest as it is read).
 
         The keys are a copy: what copying, ``|`` and friends see of the runtime set.  If the copy
         iterates otherwise than the set (a table with removals), the order is taken as unknown.
+        ``len``, truth and ``in`` with a constant guard only their answer; anything else reads
+        ``keys``, which guards the members in their order and the table size (equal sets may
+        iterate differently: ``{9, 1}``, ``{1, 9}``).
         """
         keys = obj.copy()
         value = SetValue.of_constant(keys)
         value.order_known = list(keys) == list(obj) and sys.getsizeof(keys) == sys.getsizeof(obj)
         value.source = source
+        value._unguarded = (tx.guards, list(obj), sys.getsizeof(obj))
         return value
+
+    @property
+    def keys(self) -> set | frozenset:
+        """The key set; for a set from the frame, once guarded to be the runtime set member for member."""
+        self._guard_members()
+        return self._keys
+
+    def _guard_members(self) -> None:
+        if self._unguarded is None:
+            return
+        guards, members, size = self._unguarded
+        self._unguarded = None
+        guards.add("EQUALS_MATCH", self.source, "___same_constant(list({s}), {members}) and {size}({s}) == {n}",
+                   f"{self.source.expr()} == {set(members)!r} (in this order)", members=members,
+                   size=sys.getsizeof, n=size)
 
     @staticmethod
     def of_constant(obj: set | frozenset) -> "SetValue":
@@ -162,17 +183,19 @@ class SetValue(Value):
 
     @property
     def frozen(self) -> bool:
-        return type(self.keys) is frozenset
+        return type(self._keys) is frozenset
 
     def python_type(self):
-        return type(self.keys)
+        return type(self._keys)
 
     def describe(self):
         where = f" {self.source.expr()}" if self.source is not None else ""
-        return f"{type(self.keys).__name__}{where} of {len(self.keys)}"
+        return f"{type(self._keys).__name__}{where} of {len(self._keys)}"
 
     def length(self) -> int:
-        return len(self.keys)
+        if self._unguarded is not None:
+            self._unguarded[0].add("LENGTH", self.source, f"len({{s}}) == {len(self._keys)}")
+        return len(self._keys)
 
     def frozen_key(self):
         """This frozenset as a member of another set."""
@@ -192,7 +215,7 @@ class SetValue(Value):
         return self.keys
 
     def truth(self, tx):
-        return bool(self.keys)
+        return self.length() > 0
 
     def iterate(self, tx):
         if not self.order_known and len(self.keys) > 1:
@@ -201,7 +224,15 @@ class SetValue(Value):
         return [_value_of(k) for k in self.keys]
 
     def contains(self, item: Value) -> bool:
-        return lookup_key(item) in self.keys
+        key = lookup_key(item)
+        if self._unguarded is None or type(key) is _Member:
+            return key in self.keys
+        # A constant looked up in a set from the frame: only the answer is guarded.
+        found = key in self._keys
+        self._unguarded[0].add("EQUALS_MATCH", self.source, f"{{m}}({{s}}, {{k}}) is {found}",
+                               f"({key!r} in {self.source.expr()}) is {found}", m=type(self._keys).__contains__,
+                               k=key)
+        return found
 
     def getattr(self, tx, name):
         if name in _READING or name in _MUTATING and not self.frozen:
@@ -216,6 +247,7 @@ class SetValue(Value):
         set's table may differ from the copy's from then on, so its order is taken as unknown.
         """
         if self.source is not None:
+            self._guard_members()  # its final members are written back
             if not self.mutated:
                 tx.record_container_mutation(self)
             self.order_known = False
@@ -327,7 +359,7 @@ class SetMethodValue(MethodOfValue):
         if name in ("pop", "clear", "copy", "__len__"):
             _arity(self, args, 0)
             if name == "__len__":
-                return ConstantValue(len(s.keys))
+                return ConstantValue(s.length())
             if name == "copy":
                 return SetValue(s.keys.copy(), s.order_known)
             if name == "pop":
