@@ -248,6 +248,12 @@ observe(forked=n)
     finally:
         group.close()
     assert not os.path.exists(group.path)
+    # what a killed harness left behind goes with the next one
+    parent = os.path.dirname(os.path.dirname(group.path))
+    stale = os.path.join(parent, "dynacap-999999999")
+    os.makedirs(os.path.join(stale, "case-0"))
+    cgroups._sweep_stale(parent)
+    assert not os.path.exists(stale)
 
 
 # ----------------------------------------------------------------- what a run says about its sandbox

@@ -7,7 +7,8 @@ hierarchy, or v2 where the ``pids`` controller is delegated) with
 every process and thread of the case counts, whoever it runs as.
 :meth:`CaseGroup.close` kills whatever is still in it (``cgroup.kill`` on v2,
 each listed pid on v1, until it is empty) and removes it.  Unavailable
-cgroups are reported, never fatal.  This module must not run user code.
+cgroups are reported, never fatal; folders left by a harness that was killed
+are removed by the next one.  This module must not run user code.
 """
 from __future__ import annotations
 
@@ -64,12 +65,33 @@ def _candidates() -> list[tuple[str, bool]]:
     return out
 
 
+def _sweep_stale(parent: str) -> None:
+    """Remove the folders of harness processes that died without cleaning up (killed),
+    killing whatever of theirs is still there."""
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return
+    for name in names:
+        pid = name[len("dynacap-"):]
+        if not name.startswith("dynacap-") or not pid.isdigit() or os.path.exists(f"/proc/{pid}"):
+            continue
+        base = os.path.join(parent, name)
+        for case in (os.listdir(base) if os.path.isdir(base) else []):
+            if case.startswith("case-"):
+                path = os.path.join(base, case)
+                _kill_all(path, os.path.exists(os.path.join(path, "cgroup.kill")))
+                _remove_when_empty(path)
+        _remove(base)
+
+
 def run_base() -> tuple[str | None, bool, str]:
     """This process's folder for case cgroups (made once); (path, is_v2, note)."""
     with _BASE_LOCK:
         if "path" not in _BASE:
             _BASE.update(path=None, v2=False, note="no pids cgroup hierarchy")
             for parent, v2 in _candidates():
+                _sweep_stale(parent)
                 path = os.path.join(parent, f"dynacap-{os.getpid()}")
                 try:
                     os.makedirs(path, exist_ok=True)
@@ -127,38 +149,46 @@ class CaseGroup:
     def describe(self) -> str:
         return f"pids.max {self.max_pids}" if self.path else f"unavailable ({self.note})"
 
-    def kill_all(self, timeout_s: float = 5.0) -> int:
+    def kill_all(self) -> int:
         """Kill every process still in the group; returns how many were seen."""
-        if not self.path:
-            return 0
-        seen: set[int] = set()
-        deadline = time.monotonic() + timeout_s
-        if self.v2:
-            try:
-                with open(os.path.join(self.path, "cgroup.kill"), "w") as f:
-                    f.write("1")
-            except OSError:
-                pass
-        while time.monotonic() < deadline:
-            pids = _pids(self.path)
-            if not pids:
-                break
-            for pid in pids:     # a fork racing the kill is caught on the next round
-                seen.add(pid)
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            time.sleep(0.01)
-        return len(seen)
+        return _kill_all(self.path, self.v2) if self.path else 0
 
     def close(self) -> int:
         n = self.kill_all()
         if self.path:
-            for _ in range(100):     # the kernel removes killed tasks asynchronously
-                try:
-                    os.rmdir(self.path)
-                    break
-                except OSError:
-                    time.sleep(0.01)
+            _remove_when_empty(self.path)
         return n
+
+
+def _kill_all(path: str, v2: bool, timeout_s: float = 5.0) -> int:
+    seen: set[int] = set()
+    deadline = time.monotonic() + timeout_s
+    if v2:
+        try:
+            with open(os.path.join(path, "cgroup.kill"), "w") as f:
+                f.write("1")
+        except OSError:
+            pass
+    while time.monotonic() < deadline:
+        pids = _pids(path)
+        if not pids:
+            break
+        for pid in pids:     # a fork racing the kill is caught on the next round
+            seen.add(pid)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.01)
+    return len(seen)
+
+
+def _remove_when_empty(path: str) -> None:
+    for _ in range(100):     # the kernel removes killed tasks asynchronously
+        try:
+            os.rmdir(path)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.01)
