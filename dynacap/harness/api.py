@@ -119,14 +119,14 @@ def run_corpus(opts: CorpusOptions) -> RunResult:
         raise SandboxIncomplete("--require-sandbox: not active on this machine: " + "; ".join(missing))
     writer = ResultWriter(out, resume=opts.resume)
     prog = Progress(len(todo), compilers, enabled=opts.progress)
-    if todo:
-        prog.note("sandbox: " + (f"missing {'; '.join(missing)}" if missing else "every protection active")
-                  + f" (of {len(active)}; see the report's sandbox section)")
     if opts.resume:
         prog.note(f"resume: {len(finished)} finished cases kept, {len(todo)} to run")
     prog.note(f"dynacap corpus: {len(cases)} cases from {len(disc.projects)} projects "
               f"({len(disc.parse_errors)} files unparsable), compilers {', '.join(compilers)}, "
               f"{'scheduler ' + opts.scheduler if opts.scheduler else f'{opts.jobs} local job(s)'}")
+    if todo:
+        prog.note("sandbox: " + (f"missing {'; '.join(missing)}" if missing else "every protection active")
+                  + f" (of {len(active)}; see the report's sandbox section)")
     meta = {"command": opts.command, "options": asdict(opts), "run_id": run_id, "backend": opts.backend,
             "fullgraph": opts.fullgraph, "compilers": compilers,
             "started": datetime.datetime.now().isoformat(timespec="seconds"),
