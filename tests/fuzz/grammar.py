@@ -1,7 +1,7 @@
 """Seeded grammar that writes the Python source of one random fuzz program.
 
 A program is a module: ``import torch``, a few globals (``G_COUNT``,
-``G_LIST``, ``G_SCALE``), module-level helpers (recursive, generator,
+``G_LIST``, ``G_SCALE``, ``G_SET``), module-level helpers (recursive, generator,
 varargs) and the entry point
 
     def fn(x, y, xs, d, obj, buf, k): ...
@@ -36,6 +36,7 @@ G_COUNT = 0
 G_LIST = []
 G_SCALE = 1.5
 G_LAST = None
+G_SET = {1, 2}
 """
 
 #: name -> (weight, method); filled by ``@statement``.

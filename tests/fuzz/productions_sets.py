@@ -83,6 +83,21 @@ def set_tensors(w, scope, depth):
     return lines
 
 
+@statement("global_set", 1)
+def global_set(w, scope, depth):
+    """The module's ``G_SET``: read (``in``, ``len``, iteration), sometimes changed in place."""
+    out = w.fresh("n")
+    lines = []
+    if w.rng.random() < 0.4:
+        lines.append(w.rng.choice([f"G_SET.add({w.num(scope, 1)})", f"G_SET.discard({w.num(scope, 1)})",
+                                   f"G_SET |= {{{w.num(scope, 1)}}}", "G_SET.discard(1)"]))
+    lines.append(f"{out} = " + w.rng.choice([f"({w.num(scope, 1)} in G_SET) + len(G_SET)", "sum(G_SET)",
+                                             "sorted(G_SET)[0] if G_SET else 0", "len(G_SET | {3})",
+                                             "[v for v in G_SET][-1] if G_SET else 0"]))
+    scope.define(out, "num")
+    return lines
+
+
 def _subjects(scope):
     """(subject, [(pattern, [(capture, kind)]), ...]) for the subjects visible here."""
     found = []

@@ -72,8 +72,8 @@ def snapshot(value, memo: dict, path: str):
         return {"<Obj>": snapshot(dict(vars(value)), memo, f"{path}.__dict__")}
     if isinstance(value, io.StringIO):
         return ("<StringIO>", value.getvalue())
-    if isinstance(value, set):
-        return ("<set>", sorted(map(repr, value)))
+    if isinstance(value, (set, frozenset)):
+        return (f"<{type(value).__name__}>", sorted(map(repr, value)))
     if value is None or isinstance(value, (bool, int, float, str, torch.dtype, torch.device)):
         return value
     return ("<object>", type(value).__name__)
