@@ -4,7 +4,7 @@ The table test enumerates ``dis.opmap``.  Opcodes in the break-reason table
 (``interpreter/ops_unsupported.py``) are checked to break cleanly with their
 user-readable reason, and, where a program can reach them, with eager's
 result.  Opcodes handled since issue 8 (``match`` statements, ``GET_LEN``,
-``DELETE_DEREF``; sets are in ``test_sets.py``) are tested differentially
+``DELETE_DEREF``/``DELETE_ATTR``/``DELETE_GLOBAL``; sets are in ``test_sets.py``) are tested differentially
 (results, mutated inputs and globals, printed text) under the ``eager`` and
 ``aot_eager`` backends, then under ``fullgraph=True`` as one graph.
 """
