@@ -12,19 +12,25 @@ import weakref
 import torch
 
 from . import hook
-from .backends import lookup_backend
+from .backends import configured
 from .capture import CaptureContext
 
 
-def optimize(fn_or_module=None, *, backend="inductor", fullgraph: bool = False, dynamic=None):
+def optimize(fn_or_module=None, *, backend="inductor", fullgraph: bool = False, dynamic=None,
+             mode: str | None = None, options: dict | None = None):
     """Capture ``fn_or_module`` into graphs compiled by ``backend``.
 
-    Usable as ``@optimize``, ``@optimize(backend="eager")`` or ``optimize(model)``.
+    Usable as ``@optimize``, ``@optimize(backend="eager")`` or ``optimize(model)``.  ``mode``
+    (``"default"``, ``"reduce-overhead"``, ``"max-autotune"``, ``"max-autotune-no-cudagraphs"``) or
+    ``options`` (a dict of inductor settings) configure the inductor backend, as in ``torch.compile``.
     """
+    # Checked before anything is wrapped, so a bad mode fails at the decorator line.
+    compiler = configured(backend, mode, options)
     if fn_or_module is None:
-        return functools.partial(optimize, backend=backend, fullgraph=fullgraph, dynamic=dynamic)
+        return functools.partial(optimize, backend=backend, fullgraph=fullgraph, dynamic=dynamic, mode=mode,
+                                 options=options)
     # Wrappers with the same backend and options share one context, and so its cache entries.
-    ctx = CaptureContext.shared(lookup_backend(backend), fullgraph=fullgraph, dynamic=dynamic)
+    ctx = CaptureContext.shared(compiler, fullgraph=fullgraph, dynamic=dynamic)
     if isinstance(fn_or_module, torch.nn.Module):
         return OptimizedModule(fn_or_module, ctx)
     if not callable(fn_or_module):
