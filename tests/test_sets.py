@@ -381,3 +381,42 @@ def test_a_frame_set_read_by_in_and_len_is_guarded_by_the_answers_only():
         assert torch.equal(compiled(x, names), membership_and_length(x, names))
     # One capture for the three sets where "a" is in and the length is 2, one each for the other two.
     assert counting.compiles == 3
+
+
+# -- property: random sequences of set operations on constants give CPython's order ----------------------
+_MEMBERS = ["0", "1", "8", "9", "16", "17", "25", "-1", "True", "0.0", "-0.0", "1.0", "'a'", "'ab'", "(1, 2)", "None"]
+
+
+def _random_set_program(rng) -> str:
+    """``f(x)``: sets built, changed (growth and removals included), returned as lists and strings."""
+    pick = lambda: rng.choice(_MEMBERS)  # noqa: E731
+    items = [pick() for _ in range(rng.randint(0, 5))]
+    lines = ["def f(x):", f"    s0 = {{{', '.join(items)}}}" if items else "    s0 = set()"]
+    names = ["s0"]
+    for _ in range(rng.randint(1, 8)):
+        s, fresh = rng.choice(names), f"s{len(names)}"
+        other = rng.choice(names)
+        line = rng.choice([
+            f"{s}.add({pick()})", f"{s}.discard({pick()})", f"{s} |= {{{pick()}, {pick()}}}", f"{s} -= {{{pick()}}}",
+            f"{s} ^= {{{pick()}}}", f"{s}.update([{pick()}, {pick()}])", f"if {s}: {s}.pop()",
+            f"{s}.update(range({rng.randint(0, 40)}))",
+            f"for i in range({rng.randint(0, 5)}, 40, {rng.randint(2, 5)}): {s}.discard(i)",
+            f"{fresh} = {s} | {{{pick()}}}", f"{fresh} = {s} & {other}", f"{fresh} = {{v for v in {s} if v != {pick()}}}",
+            f"{fresh} = set(list({s}) + [{pick()}])",
+        ])
+        if line.startswith(fresh):
+            names.append(fresh)
+        lines.append("    " + line)
+    lines.append(f"    return x + 1, {', '.join(f'list({n}), str({n})' for n in names)}")
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_set_programs_keep_cpythons_order(seed):
+    import random
+
+    namespace = {}
+    exec(compile(_random_set_program(random.Random(seed)), f"<set program {seed}>", "exec"), namespace)
+    d = run_differential(namespace["f"], torch.randn(2))
+    assert d.graph_count == 1
+    assert_fully_captured(namespace["f"], torch.randn(2))
