@@ -778,3 +778,78 @@ def test_aliased_tensor_arguments_are_guarded(backend):
         got = f(a, a if aliased else b)
         torch.testing.assert_close(got, expected)
         torch.testing.assert_close(a, e1)
+
+
+# -- guard only what was read ------------------------------------------------------------------------
+BIG = list(range(30000))
+PAIR = (3, [1, 2])
+
+
+def test_an_item_of_a_big_list_guards_that_item_only():
+    BIG[:] = range(30000)
+
+    def f(x):
+        return x + BIG[7]
+
+    x = t(3)
+    guards = dynacap.explain(f)(x).guards
+    assert len(guards) < 50, len(guards)
+    assert any("len(G['BIG']) > 7" in g for g in guards), guards
+    probe = Probe(f)
+    probe.check(x)
+    BIG.append(0)  # the list grew: what the graph read is unchanged, no recompile
+    probe.check(x)
+    assert probe.backend.compiles == 1
+    BIG[7] = 100  # the item read changed: recompile
+    probe.check(x)
+    assert probe.backend.compiles == 2
+    BIG[:] = range(5)  # shorter, item 7 gone: IndexError as eager
+    with pytest.raises(IndexError):
+        f(x)
+    with pytest.raises(IndexError):
+        probe.captured(x)
+
+
+def test_a_negative_index_or_len_guards_the_length():
+    items = [1, 2, 3]
+
+    def f(x):
+        return x * items[-1] + len(items)
+
+    probe = Probe(f)
+    x = t(2)
+    probe.check(x)
+    items.append(5)  # items[-1] and len() both change
+    probe.check(x)
+    assert probe.backend.compiles == 2
+
+
+def test_reading_every_item_guards_every_item():
+    items = [1.0, 2.0]
+
+    def f(x):
+        for v in items:
+            x = x + v
+        return x
+
+    probe = Probe(f)
+    x = t(2)
+    probe.check(x)
+    items[1] = 5.0
+    probe.check(x)
+    items.append(1.0)
+    probe.check(x)
+    assert probe.backend.compiles == 3
+
+
+def test_a_nested_item_of_a_tuple_is_guarded_through_its_path():
+    def f(x):
+        return x + PAIR[1][0]
+
+    probe = Probe(f)
+    x = t(2)
+    probe.check(x)
+    PAIR[1][0] = 7
+    probe.check(x)
+    assert probe.backend.compiles == 2
+    PAIR[1][0] = 1

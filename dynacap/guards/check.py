@@ -116,7 +116,7 @@ def _share_prefixes(guards: list[Guard]) -> list[str]:
             for read, name in bound:
                 expr = expr.replace(read + "[", name + "[")
         for prefix, var in known:
-            expr = expr.replace(prefix + ".", var + ".").replace(prefix + "[", var + "[")
+            expr = _reuse(expr, prefix, var)
         if g.kind == "TENSOR_MATCH":
             # Symbolic-shape guards (evaluated after every tensor check) read the bound sizes/strides.
             for name, obj in g.constants.items():
@@ -127,7 +127,7 @@ def _share_prefixes(guards: list[Guard]) -> list[str]:
             src = g.source.expr()
             reduced = src
             for prefix, var in known:
-                reduced = reduced.replace(prefix + ".", var + ".").replace(prefix + "[", var + "[")
+                reduced = _reuse(reduced, prefix, var)
             var = f"___s{len(known)}"
             if g.kind == "ID_MATCH" and expr.startswith(reduced + " is "):
                 expr = f"({var} := {reduced}) is " + expr[len(reduced) + 4:]
@@ -140,3 +140,10 @@ def _share_prefixes(guards: list[Guard]) -> list[str]:
             known.sort(key=lambda kv: -len(kv[0]))
         out.append(expr)
     return out
+
+
+def _reuse(expr: str, prefix: str, var: str) -> str:
+    """``expr`` reading ``var`` where it read ``prefix`` (an attribute, item or ``len()`` of it, or itself)."""
+    for after in (".", "[", ")"):
+        expr = expr.replace(prefix + after, var + after)
+    return expr

@@ -159,7 +159,9 @@ def _next(tx, args, kwargs):
 
 def _len(tx, args, kwargs):
     (x,) = args
-    if isinstance(x, (SequenceValue, DictValue)):
+    if isinstance(x, SequenceValue):
+        return ConstantValue(x.length())
+    if isinstance(x, DictValue):
         return ConstantValue(len(x.items))
     from .sets import SetValue
     from .tensor import TensorValue

@@ -26,12 +26,92 @@ def load_existing(container: Value, cg) -> bool:
     return cg.load_shared(container)
 
 
+class FrameItems:
+    """The items of a list or tuple read from the frame, wrapped and guarded one by one as they are read.
+
+    Guarding what was read, not the whole container: ``BIG[7]`` of a 30,000-item
+    list guards the list's type, that it has more than 7 items and item 7.
+    Reading every item (iteration, ``in``, rebuilding it) guards every item and
+    the exact length, as eagerly wrapping would.
+    """
+
+    def __init__(self, tx, obj, source):
+        self.tx, self.obj, self.source = tx, obj, source
+        self._read: dict[int, Value] = {}
+        self._length_guarded = False
+        self._longer_than = -1
+
+    def item(self, i: int) -> Value:
+        value = self._read.get(i)
+        if value is None:
+            from ..source import ItemSource
+            from .wrap import wrap
+
+            value = self._read[i] = wrap(self.tx, self.obj[i], ItemSource(self.source, i))
+        return value
+
+    def guard_length(self) -> None:
+        if not self._length_guarded:
+            self._length_guarded = True
+            self.tx.guards.add("LENGTH", self.source, f"len({{s}}) == {len(self.obj)}")
+
+    def guard_longer_than(self, i: int) -> None:
+        if not self._length_guarded and i > self._longer_than:
+            self._longer_than = i
+            self.tx.guards.add("LENGTH", self.source, f"len({{s}}) > {i}")
+
+
 class SequenceValue(Value):
     container_type: type = tuple
 
     def __init__(self, items: list[Value], source=None):
-        self.items = list(items)
+        self._items = list(items)
         self.source = source
+        #: For a list/tuple read from the frame: its items, wrapped one by one as they are read.
+        self._frame: FrameItems | None = None
+
+    @classmethod
+    def from_frame(cls, frame_items: "FrameItems"):
+        """A sequence of the frame whose items are wrapped (and guarded) only when the trace reads them."""
+        value = cls([], frame_items.source)
+        value._items = None
+        value._frame = frame_items
+        return value
+
+    @property
+    def items(self) -> list[Value]:
+        """Every item (reading them all: each is guarded, and so is the length)."""
+        if self._items is None:
+            self._frame.guard_length()
+            self._items = [self._frame.item(i) for i in range(len(self._frame.obj))]
+        return self._items
+
+    @items.setter
+    def items(self, items) -> None:
+        self._items = list(items)
+
+    def length(self, guard: bool = True) -> int:
+        """``len()``: from a frame sequence, guarded by its length only (``guard=False``: not at all)."""
+        if self._items is not None:
+            return len(self._items)
+        if guard:
+            self._frame.guard_length()
+        return len(self._frame.obj)
+
+    def item(self, index: int) -> Value:
+        """``seq[index]``; IndexError as Python's (with a guard on the length it depended on)."""
+        if self._items is not None:
+            return self._items[index]
+        n = len(self._frame.obj)
+        if not -n <= index < n:
+            self._frame.guard_length()
+            raise IndexError(index)
+        if index < 0:
+            self._frame.guard_length()  # the item it reads depends on the length
+            index += n
+        else:
+            self._frame.guard_longer_than(index)
+        return self._frame.item(index)
 
     def python_type(self) -> type:
         return self.container_type
@@ -44,10 +124,10 @@ class SequenceValue(Value):
 
     def describe(self) -> str:
         where = f" {self.source.expr()}" if self.source is not None else ""
-        return f"{self.container_type.__name__}{where} of {len(self.items)}"
+        return f"{self.container_type.__name__}{where} of {self.length(guard=False)}"
 
     def truth(self, tx) -> bool:
-        return bool(self.items)
+        return bool(self.length())
 
     def iterate(self, tx):
         return list(self.items)
@@ -59,7 +139,7 @@ class SequenceValue(Value):
         if not isinstance(key, int):
             raise GraphBreak(f"indexing {self.describe()} with {type(key).__name__}")
         try:
-            return self.items[key]
+            return self.item(key)
         except IndexError:
             raise GraphBreak(f"index {key} out of range for {self.describe()}") from None
 

@@ -23,7 +23,7 @@ from ..source import ItemSource, LocalSource, Source
 from .base import Value
 from .builtins import TYPE_PREDICATES, BuiltinValue, SignatureValue, TypePredicateValue
 from .constant import ConstantValue, is_literal
-from .containers import DictValue, ListValue, SizeValue, TupleValue
+from .containers import DictValue, FrameItems, ListValue, SizeValue, TupleValue
 from .functions import OpaqueCallableValue, PythonModuleValue, UserFunctionValue
 from .module import ModuleValue
 from .objects import ObjectValue, has_lookup_hooks
@@ -65,10 +65,12 @@ def wrap(tx, obj, source: Source | None) -> Value:
     if t in (list, dict) and id(obj) in tx.ctx.containers:
         return tx.ctx.containers[id(obj)]
     if t in (tuple, list):
+        cls = TupleValue if t is tuple else ListValue
         if source is not None:
-            g.length(source, obj)
-        items = [wrap(tx, x, ItemSource(source, i) if source is not None else None) for i, x in enumerate(obj)]
-        value = (TupleValue if t is tuple else ListValue)(items, source)
+            g.type_match(source, obj)
+            value = cls.from_frame(FrameItems(tx, obj, source))
+        else:
+            value = cls([wrap(tx, x, None) for x in obj])
         if t is list:
             tx.ctx.containers[id(obj)] = value
         return value
