@@ -27,6 +27,7 @@ sys.path[:0] = [os.path.join(_ROOT, "tests"), _ROOT]
 from fuzz.batch import Item, run_batch  # noqa: E402
 from fuzz.classify import CLASSES, FAILURES  # noqa: E402
 from fuzz.grammar import generate, production_names  # noqa: E402
+from fuzz.inputs import CALLS  # noqa: E402
 
 
 def _table(results, engines, n: int) -> str:
@@ -77,7 +78,7 @@ def run(args) -> int:
           f"jobs={args.jobs}: {elapsed:.0f} s, {args.n / elapsed:.2f} programs/s")
     for engine in engines:
         spent = sum(r.seconds for r in results if r.engine == engine)
-        print(f"  {engine}: {spent / max(args.n, 1):.3f} s per program (3 calls, capture included)")
+        print(f"  {engine}: {spent / max(args.n, 1):.3f} s per program ({CALLS} calls, capture included)")
     print(_table(results, engines, args.n))
     failures = _first_failures(results, engines)
     if failures:
