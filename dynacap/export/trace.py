@@ -1,0 +1,115 @@
+"""Capturing a whole program once for export: one graph, lowered to ATen, and what fed and left it.
+
+``capture_once`` runs the function (or module) once under a fresh capture
+context with node metadata recorded (``metadata.py``).  The backend lowers
+the graph to ATen right away (``lower.py``: a symbolic trace's ShapeEnv is
+frozen once the backend returns) and hands back a wrapper that notes the
+real values the graph receives and returns, so that ``program.py`` can map
+placeholders to the user's arguments and the result's leaves to graph
+outputs by identity.  Every graph break is collected (the run goes on past
+them, as ``explain`` does) and raised as one ``ExportError``; a lowering
+failure is named at the user's line.  Nothing here builds the program.
+"""
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass, field
+
+from .. import hook
+from ..capture import CaptureContext, CaptureRecord
+from ..errors import BreakReason, Unsupported
+from .errors import ExportError
+from .lower import Lowered, LoweringError, backend_choice_off, lower
+from .metadata import ModuleNames, recording
+
+
+@dataclass
+class Captured:
+    """One run's capture: the torch-level graph, its ATen lowering, and the real values around it."""
+
+    gm: object
+    lowered: Lowered
+    example_inputs: list
+    graph_inputs: list = field(default_factory=list)
+    graph_outputs: tuple = ()
+    result: object = None
+
+
+class _ExportBackend:
+    """Lowers each graph it is given and returns a runner that notes its real inputs and outputs."""
+
+    def __init__(self):
+        self.captured: list[Captured] = []
+        self.failures: list[LoweringError] = []
+
+    def __call__(self, gm, example_inputs):
+        try:
+            lowered = lower(gm, list(example_inputs))
+        except LoweringError as e:
+            self.failures.append(e)
+            return gm.forward
+        captured = Captured(gm, lowered, list(example_inputs))
+        self.captured.append(captured)
+
+        def run(*args):
+            out = gm.forward(*args)
+            captured.graph_inputs, captured.graph_outputs = list(args), tuple(out)
+            return out
+
+        return run
+
+
+def capture_once(call, args: tuple, kwargs: dict, names: ModuleNames, dynamic) -> Captured:
+    """Run ``call(*args, **kwargs)`` once under capture; the one graph it made, or ``ExportError``."""
+    backend = _ExportBackend()
+    record = CaptureRecord()
+    ctx = CaptureContext(backend, fullgraph=False, dynamic=dynamic, record=record)
+    try:
+        with recording(names), backend_choice_off():
+            result = hook.call_with_callback(ctx.callback, call, *args, **kwargs)
+    except ExportError:
+        raise
+    except Unsupported as e:  # a dim asked dynamic that the code specialized
+        raise ExportError([e.break_reason]) from None
+    reasons = list(record.break_reasons) + [_lowering_reason(f) for f in backend.failures]
+    if reasons:
+        raise ExportError(reasons)
+    if len(backend.captured) != 1:
+        what = "no graph" if not backend.captured else f"{len(backend.captured)} graphs"
+        raise ExportError([BreakReason(
+            f"the program made {what} (export needs exactly one: tensor operations, all of them in the "
+            "function's own frame and what it calls)")])
+    captured = backend.captured[0]
+    captured.result = result
+    return captured
+
+
+def _lowering_reason(failure: LoweringError) -> BreakReason:
+    """A lowering failure as a break at the user's line of the torch-level node that failed."""
+    error = failure.error
+    text = str(error).strip().splitlines()
+    first = text[0] if text else type(error).__name__
+    if "data-dependent" in str(error) or "DataDependent" in type(error).__name__:
+        first = f"an operation's result depends on tensor data ({first})"
+    stack = []
+    node = failure.node
+    trace = node.meta.get("stack_trace") if node is not None else None
+    if trace:
+        stack = _parse_stack(trace)
+    what = f"lowering `{node.format_node()}` to ATen failed" if node is not None else "lowering to ATen failed"
+    return BreakReason(f"{what}: {type(error).__name__}: {first}", stack)
+
+
+def _parse_stack(trace: str) -> list[traceback.FrameSummary]:
+    """``traceback.format_list`` text back to frame summaries (file, line, function, code)."""
+    import re
+
+    frames = []
+    lines = trace.splitlines()
+    for i, line in enumerate(lines):
+        m = re.match(r'\s*File "(.*)", line (\d+), in (.*)$', line)
+        if m:
+            code = lines[i + 1].strip() if i + 1 < len(lines) and not lines[i + 1].lstrip().startswith("File ") else None
+            frames.append(traceback.FrameSummary(m.group(1), int(m.group(2)), m.group(3), line=code))
+    return frames
+
