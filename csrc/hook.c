@@ -537,6 +537,39 @@ m_clear_cache(PyObject *module, PyObject *arg)
 }
 
 static PyObject *
+m_drop_entries(PyObject *module, PyObject *args)
+{
+    PyObject *code_obj, *guard;
+    if (!PyArg_ParseTuple(args, "OO:drop_entries", &code_obj, &guard)) {
+        return NULL;
+    }
+    PyCodeObject *code = code_arg(code_obj);
+    if (code == NULL) {
+        return NULL;
+    }
+    CodeCache *cache = dc_code_cache(code);
+    Py_ssize_t dropped = 0;
+    if (cache != NULL) {
+        /* In place and one at a time: a dropped entry may run finalizers that
+         * look at the list (the hook re-reads its size and checks identity). */
+        Py_ssize_t i = 0;
+        while (i < PyList_GET_SIZE(cache->entries)) {
+            PyObject *entry = PyList_GET_ITEM(cache->entries, i);
+            if (PyTuple_GET_ITEM(entry, ENTRY_GUARD) == guard) {
+                if (PyList_SetSlice(cache->entries, i, i + 1, NULL) < 0) {
+                    return NULL;
+                }
+                dropped++;
+            }
+            else {
+                i++;
+            }
+        }
+    }
+    return PyLong_FromSsize_t(dropped);
+}
+
+static PyObject *
 m_cache_stats(PyObject *module, PyObject *unused)
 {
     return Py_BuildValue("{s:K,s:K,s:K,s:K}",
@@ -568,6 +601,8 @@ static PyMethodDef module_methods[] = {
     {"set_skip", m_set_skip, METH_O,
      "set_skip(code): never intercept this code again (until clear_cache)."},
     {"is_skip", m_is_skip, METH_O, "is_skip(code) -> bool"},
+    {"drop_entries", m_drop_entries, METH_VARARGS,
+     "drop_entries(code, guard) -> count: drop the code's cache entries whose guard is `guard`."},
     {"cache_entries", m_cache_entries, METH_O,
      "cache_entries(code) -> list of (guard, code, owner), in lookup order (a copy);\n"
      "owner is the callback that made the entry, the only one it is used for."},

@@ -15,6 +15,7 @@ no mark, so the frame is captured again on its next call.
 from __future__ import annotations
 
 import dis
+import functools
 import logging
 import re
 import time
@@ -192,6 +193,9 @@ class CaptureContext:
             self.record.guards.extend(guard.describe())
             self.record.compile_times.append(time.perf_counter() - start)
             self.record.frames += 1
+        # When a model the guard holds weakly dies, the entry goes with it (and frees its graph).
+        guard.death_watch = [weakref.ref(obj, functools.partial(_drop_entry, code, guard.fn))
+                             for obj in guard.weakly_guarded()]
         # The hook calls the generated function itself (no Python-level __call__ in between).
         return (guard.fn, new_code)
 
@@ -279,6 +283,10 @@ class CaptureContext:
         blog = logs.get("bytecode")
         if blog.isEnabledFor(logging.DEBUG):
             blog.debug("bytecode of %s:\n%s", frame_name(code), side_by_side(code, new_code))
+
+
+def _drop_entry(code, guard_fn, _dead) -> None:
+    _C.drop_entries(code, guard_fn)
 
 
 def _first_failure(entry, f_locals, f_globals) -> str | None:

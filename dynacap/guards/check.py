@@ -12,7 +12,7 @@ import re
 
 import torch
 
-from .guard import COMPLEX_BITS, FLOAT_BITS, SHAPE, STRIDE, Guard, GuardSet, same_constant
+from .guard import COMPLEX_BITS, FLOAT_BITS, SHAPE, STRIDE, Guard, GuardSet, WeakGuarded, same_constant
 
 
 class CompiledGuard:
@@ -46,6 +46,11 @@ class CompiledGuard:
 
     def describe(self) -> list[str]:
         return [str(g) for g in self.guards]
+
+    def weakly_guarded(self) -> list:
+        """The objects the guards hold weakly (``WeakGuarded``) that are still alive."""
+        refs = [obj for g in self.guards for obj in g.constants.values() if isinstance(obj, WeakGuarded)]
+        return [o for o in (r() for r in refs) if o is not None]
 
 
 #: What a symbolic-shape guard reads: ``L['x'].size()[0]``, ``L['n']``.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import struct
+import weakref
 from dataclasses import dataclass, field
 
 import torch
@@ -48,6 +49,8 @@ class GuardSet:
     def __init__(self):
         self._guards: dict[str, Guard] = {}
         self._counter = 0
+        #: id(object) -> its ``WeakGuarded``: one reference per object, so equal guards deduplicate.
+        self._weak: dict[int, "WeakGuarded"] = {}
 
     def __len__(self) -> int:
         return len(self._guards)
@@ -79,6 +82,15 @@ class GuardSet:
         self._guards[key] = Guard(kind, source, expr, constants, description or expr)
 
     def id_match(self, source: Source, obj) -> None:
+        if isinstance(obj, torch.nn.Module):
+            # Held weakly: a cache entry must not keep a model alive (entries live on code objects,
+            # which the garbage collector does not look into).  ``capture`` drops the entry when
+            # the model dies (``WeakGuarded``).
+            ref = self._weak.get(id(obj))
+            if ref is None or ref() is not obj:
+                ref = self._weak[id(obj)] = WeakGuarded(obj)
+            self.add("ID_MATCH", source, "{s} is {obj}()", f"{source.expr()} is {_short(obj)}", obj=ref)
+            return
         self.add("ID_MATCH", source, "{s} is {obj}", f"{source.expr()} is {_short(obj)}", obj=obj)
 
     def type_match(self, source: Source, obj) -> None:
@@ -170,6 +182,10 @@ class GuardSet:
                  dtype=dtype)
         autocast = torch._C._is_any_autocast_enabled()
         self.add("GLOBAL_STATE", None, f"___any_autocast() is {autocast}", f"autocast enabled is {autocast}")
+
+
+class WeakGuarded(weakref.ref):
+    """A weak reference an identity guard checks against (``L['self'] is ___c0()``)."""
 
 
 @dataclass(frozen=True)
