@@ -5,8 +5,8 @@ engine (``trace.py``; every graph break is an ``ExportError`` naming its
 file:line), lowers the graph to pre-dispatch ATen (``lower.py``), and builds
 the program (``program.py``): parameters, buffers and constants lifted,
 ``nn_module_stack``/``stack_trace``/``source_fn_stack`` on every node, range
-constraints for ``torch.export.Dim`` specs (``dims.py``), and the passes of
-``passes.py``.  ``capture_pre_autograd_graph`` is the older name for
+constraints for ``torch.export.Dim`` specs (``dims.py``), and torch.export's
+post-trace passes (``passes.py``).  ``capture_pre_autograd_graph`` is the older name for
 ``export(...).module()``.  Torch's export machinery is imported only when
 these are called.  The engine itself is left as it is: this package only
 drives a capture and reads what it made.
@@ -33,7 +33,7 @@ def export(fn_or_module, args: tuple, kwargs: dict | None = None, *, dynamic_sha
     import torch
 
     from ..optimize import _module_entry, unwrap
-    from . import dims, passes
+    from . import dims
     from .metadata import ModuleNames, type_name
     from .program import build_program
     from .trace import capture_once
@@ -62,8 +62,7 @@ def export(fn_or_module, args: tuple, kwargs: dict | None = None, *, dynamic_sha
         dynamic = None  # the marks decide, dim by dim
     captured = capture_once(call, args, kwargs, names, dynamic)
     submodules = _called_submodules(captured.lowered.gm)
-    program = build_program(captured, root, args, kwargs, arg_names, marks, submodules)
-    return passes.run_all(program)
+    return build_program(captured, root, args, kwargs, arg_names, marks, submodules)
 
 
 def capture_pre_autograd_graph(model, args: tuple, kwargs: dict | None = None, dynamic_shapes=None):

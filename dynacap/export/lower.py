@@ -41,14 +41,28 @@ class LoweringError(Exception):
         self.node = node
 
 
-class _NodeTrackingInterpreter(fx.Interpreter):
-    """An interpreter that remembers the node it runs (to name the user's line when lowering fails)."""
+class _LoweringInterpreter(fx.Interpreter):
+    """Runs the captured graph under ``make_fx``; remembers the node it runs (to name the user's line).
+
+    An ``autocast`` block is entered through ``torch.autocast``: called directly, the captured
+    ``_enter_autocast`` node would only be recorded by pre-dispatch tracing (which expects the
+    context manager to switch the mode), so the ops inside would be traced at full precision.
+    """
 
     current: fx.Node | None = None
 
     def run_node(self, n):
         self.current = n
         return super().run_node(n)
+
+    def call_function(self, target, args, kwargs):
+        if target is torch.amp.autocast_mode._enter_autocast:
+            mode = torch.autocast(*args, **kwargs)
+            mode.__enter__()
+            return mode
+        if target is torch.amp.autocast_mode._exit_autocast:
+            return args[0].__exit__(None, None, None)
+        return super().call_function(target, args, kwargs)
 
 
 @contextmanager
@@ -87,7 +101,7 @@ def lower(gm: fx.GraphModule, example_inputs: list) -> Lowered:
     else:
         tracing_mode = "fake"
         state_inputs = list(state.values())
-    interpreter = _NodeTrackingInterpreter(gm)
+    interpreter = _LoweringInterpreter(gm)
 
     def flat_fn(*flat):
         with _reparametrize_module(gm, dict(zip(names, flat[: len(names)]))):

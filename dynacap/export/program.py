@@ -8,10 +8,10 @@ every leaf of the flattened ``(args, kwargs)`` (named after the arguments),
 and returns the leaves of the result.  ``build_program`` matches the
 capture's placeholders to those by identity (a parameter of the root, a
 user argument, else a tensor the code read from elsewhere: a constant),
-rebuilds the graph in that order, and writes the signature, module call
-graph and range constraints.  Tensor ``get_attr`` nodes left by lowering
-(tensors made inside the program) are lifted as constants too.  Passes that
-rewrite the graph further live in ``passes.py``.
+rebuilds the graph in that order, runs ``passes.py`` and writes the
+signature, module call graph and range constraints.  Tensor ``get_attr`` nodes left by lowering
+(tensors made inside the program) are lifted as constants too
+(``lifted_tensor_N``, as ``torch.export`` names them).
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ import torch.fx as fx
 from torch.utils import _pytree as pytree
 
 from ..errors import BreakReason
+from . import passes
 from .dims import DimMarks, range_constraints
 from .errors import ExportError
 from .trace import Captured
@@ -38,8 +39,12 @@ class _Inputs:
     by_tensor: dict = field(default_factory=dict)
 
 
-def _placeholder(graph: fx.Graph, name: str, val) -> fx.Node:
+def _placeholder(graph: fx.Graph, name: str, val, real=None) -> fx.Node:
+    """A placeholder whose fake ``val`` says whether ``real`` (the tensor it stands for) requires grad."""
     node = graph.placeholder(_identifier(name))
+    if isinstance(real, torch.Tensor) and isinstance(val, torch.Tensor) and val.requires_grad != real.requires_grad \
+            and val.is_leaf:
+        val.requires_grad_(real.requires_grad)
     node.meta["val"] = val
     return node
 
@@ -94,7 +99,7 @@ def build_program(captured: Captured, root: torch.nn.Module, args: tuple, kwargs
         for fqn, tensor in table.items():
             source = state_of.get(id(tensor))
             val = source.meta["val"] if source is not None else _fake_like(fake_mode, tensor)
-            node = _placeholder(graph, prefix + fqn.replace(".", "_"), val)
+            node = _placeholder(graph, prefix + fqn.replace(".", "_"), val, tensor)
             persistent = None if kind is InputKind.PARAMETER else fqn not in non_persistent
             inputs.specs.append(InputSpec(kind, TensorArgument(node.name), fqn, persistent=persistent))
             if persistent is False:
@@ -115,12 +120,13 @@ def build_program(captured: Captured, root: torch.nn.Module, args: tuple, kwargs
         raise ExportError([BreakReason("the captured graph never ran, so its inputs cannot be matched "
                                        "to the arguments")])
 
-    def lift_constant(tensor: torch.Tensor, hint: str, val) -> fx.Node:
+    def lift_constant(tensor: torch.Tensor, val) -> fx.Node:
         node = inputs.by_tensor.get(id(tensor))
         if node is None:
-            node = _placeholder(graph, "c_" + hint, val)
-            inputs.specs.append(InputSpec(InputKind.CONSTANT_TENSOR, TensorArgument(node.name), node.name))
-            inputs.constants[node.name] = tensor
+            target = f"lifted_tensor_{sum(s.kind is InputKind.CONSTANT_TENSOR for s in inputs.specs)}"
+            node = _placeholder(graph, "c_" + target, val, tensor)
+            inputs.specs.append(InputSpec(InputKind.CONSTANT_TENSOR, TensorArgument(node.name), target))
+            inputs.constants[target] = tensor
             inputs.by_tensor[id(tensor)] = node
         return node
 
@@ -130,14 +136,14 @@ def build_program(captured: Captured, root: torch.nn.Module, args: tuple, kwargs
         elif isinstance(value, torch.Tensor) and id(value) in leaf_index:
             continue  # a user input: placed below
         elif isinstance(value, torch.Tensor):
-            val_map[ph] = lift_constant(value, ph.name, ph.meta.get("val"))
+            val_map[ph] = lift_constant(value, ph.meta.get("val"))
         else:
             raise ExportError([BreakReason(f"the graph takes {type(value).__name__} {value!r} that is not an "
                                            "argument; dynacap.export cannot lift it")])
     for node in agm.graph.nodes:  # tensors made inside the program, held by the lowered graph
         if node.op == "get_attr" and isinstance(getattr(agm, node.target, None), torch.Tensor):
             tensor = getattr(agm, node.target)
-            val_map[node] = lift_constant(tensor, node.target, _fake_like(fake_mode, tensor))
+            val_map[node] = lift_constant(tensor, _fake_like(fake_mode, tensor))
 
     # 3. the user's inputs, every leaf of (args, kwargs)
     user_nodes = []
@@ -146,7 +152,8 @@ def build_program(captured: Captured, root: torch.nn.Module, args: tuple, kwargs
         name = _leaf_name(arg_names, path)
         if isinstance(leaf, torch.Tensor):
             source = next((ph for ph, v in zip(old, runtime) if v is leaf), None)
-            node = _placeholder(graph, name, source.meta["val"] if source is not None else _fake_like(fake_mode, leaf))
+            val = source.meta["val"] if source is not None else _fake_like(fake_mode, leaf)
+            node = _placeholder(graph, name, val, leaf)
             if source is not None:
                 val_map[source] = node
             inputs.specs.append(InputSpec(InputKind.USER_INPUT, TensorArgument(node.name), None))
@@ -181,12 +188,14 @@ def build_program(captured: Captured, root: torch.nn.Module, args: tuple, kwargs
     graph.lint()
 
     gm = fx.GraphModule(torch.nn.Module(), graph)
-    placeholder_vals = [n.meta.get("val") for n in graph.nodes if n.op == "placeholder"]
+    gm, graph_signature = passes.run_all(gm, ExportGraphSignature(inputs.specs, out_specs),
+                                         getattr(fake_mode, "shape_env", None))
+    placeholder_vals = [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
     signature = ModuleCallSignature([], [], in_spec, out_spec, forward_arg_names=list(arg_names))
     call_graph = [ModuleCallEntry("", signature)] + [ModuleCallEntry(fqn, None) for fqn in submodules]
     return ExportedProgram(
         root=gm, graph=gm.graph,
-        graph_signature=ExportGraphSignature(inputs.specs, out_specs),
+        graph_signature=graph_signature,
         state_dict=state_dict,
         range_constraints=range_constraints(placeholder_vals, marks, alias_of_placeholder),
         module_call_graph=call_graph,
