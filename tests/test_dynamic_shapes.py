@@ -396,3 +396,14 @@ def test_a_decoder_over_several_sequence_lengths():
             assert_same(model(input_ids=ids).logits, opt(input_ids=ids).logits, rtol=1e-4, atol=1e-5)
             compiles.append(counting.compiles)
     assert compiles[-1] == compiles[3], compiles  # lengths after the fourth compile nothing new
+
+
+def test_bools_in_size_arithmetic_are_ints():
+    def f(x, k):
+        return x.shape[0] != k, x.shape[0] + k, x.size(0) * True
+
+    opt = dynacap.optimize(f, backend="eager", dynamic=True)
+    for n in (3, 1, 5):
+        x = torch.randn(n, 2)
+        for k in (True, False, 2):
+            assert opt(x, k) == f(x, k)

@@ -39,7 +39,7 @@ def binary_op(tx, symbol: str, a: Value, b: Value) -> Value:
         return tx.graph.call("call_function", fn, [a, b], {}, f"`{symbol}`")
     if symbolic_numbers(a, b):
         # A size stays symbolic through arithmetic; Python numbers have no in-place forms.
-        return tx.graph.call("call_function", BINARY[symbol.rstrip("=")], [a, b], {}, f"`{symbol}`")
+        return tx.graph.call("call_function", BINARY[symbol.rstrip("=")], _ints(a, b), {}, f"`{symbol}`")
     if a.is_constant() and b.is_constant() and not isinstance(a, ListValue) and not isinstance(b, ListValue) \
             and not (holds_symbolic(a) or holds_symbolic(b)):
         try:
@@ -72,8 +72,10 @@ def binary_op(tx, symbol: str, a: Value, b: Value) -> Value:
 
 def compare_op(tx, symbol: str, a: Value, b: Value) -> Value:
     fn = COMPARE[symbol]
-    if isinstance(a, TensorValue) or isinstance(b, TensorValue) or symbolic_numbers(a, b):
+    if isinstance(a, TensorValue) or isinstance(b, TensorValue):
         return tx.graph.call("call_function", fn, [a, b], {}, f"`{symbol}`")
+    if symbolic_numbers(a, b):
+        return tx.graph.call("call_function", fn, _ints(a, b), {}, f"`{symbol}`")
     if a.is_constant() and b.is_constant():
         return ConstantValue(fn(a.as_constant(), b.as_constant()))
     if symbol in ("==", "!="):
@@ -94,6 +96,12 @@ def symbolic_numbers(a: Value, b: Value) -> bool:
         return isinstance(v, SymNumberValue) or (isinstance(v, ConstantValue) and type(v.value) in (int, float, bool))
 
     return (isinstance(a, SymNumberValue) or isinstance(b, SymNumberValue)) and number(a) and number(b)
+
+
+def _ints(*values: Value) -> list[Value]:
+    """Bool constants as the ints they are in arithmetic (``s != True`` is ``s != 1``; sympy has no bools there)."""
+    return [ConstantValue(int(v.value)) if isinstance(v, ConstantValue) and type(v.value) is bool else v
+            for v in values]
 
 
 def identical(a: Value, b: Value) -> bool | None:
