@@ -157,14 +157,16 @@ def share_made_containers(cg: Emitter, values) -> None:
 
 
 def _emit_container_update(cg: Emitter, container) -> None:
-    """Write a mutated list's/dict's final contents into the runtime object, keeping its identity."""
+    """Write a mutated list's/dict's/set's final contents into the runtime object, keeping its identity."""
     from ..values.containers import DictValue
+    from ..values.sets import SetValue
 
-    if isinstance(container, DictValue):
-        # Build the new contents first: they may be read from the dict itself.
+    if isinstance(container, (DictValue, SetValue)):
+        # Build the new contents first: they may be read from the dict (set) itself.
+        kind = dict if isinstance(container, DictValue) else set
         container.build(cg)
         cg.append("STORE_FAST", "___new_contents")
-        for method, args in ((dict.clear, ()), (dict.update, ("___new_contents",))):
+        for method, args in ((kind.clear, ()), (kind.update, ("___new_contents",))):
             cg.append("PUSH_NULL")
             cg.load_const(method)
             cg.extend(container.source.emit())

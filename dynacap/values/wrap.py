@@ -58,6 +58,8 @@ def wrap(tx, obj, source: Source | None) -> Value:
             and tx.ctx.shapes.int_is_symbolic(source.expr(), obj):
         g.type_match(source, obj)
         return tx.graph.input_symint(source, obj)
+    if t in (set, frozenset) and source is not None and all(is_literal(x) for x in obj):
+        return _frame_set(tx, obj, source)
     if is_literal(obj) and t is not tuple:
         if source is not None:
             g.equals_match(source, obj)
@@ -120,6 +122,22 @@ def _symbolic_size_items(tx, size, source) -> list | None:
             tx.guards.equals_match(item_source, d)
             items.append(ConstantValue(d))
     return items
+
+
+def _frame_set(tx, obj, source) -> Value:
+    """A set or frozenset of constants read from the frame: its type guarded here, the rest as it is read.
+
+    ``SetValue`` guards ``len``/``in`` by their answers and anything else by the members in their
+    order (equal sets may iterate differently: ``{9, 1}``, ``{1, 9}``).
+    """
+    from .sets import SetValue
+
+    if id(obj) in tx.ctx.containers:
+        return tx.ctx.containers[id(obj)]
+    value = SetValue.from_frame(tx, obj, source)  # a NaN member is a break
+    tx.guards.type_match(source, obj)
+    tx.ctx.containers[id(obj)] = value
+    return value
 
 
 def _made_by_previous_stage(tx, source) -> bool:
