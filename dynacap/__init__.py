@@ -2,13 +2,15 @@
 
 Public API (see README.md): ``optimize``, ``explain``, ``reset``, ``disable``,
 ``config``, ``register_backend``, ``list_backends``, ``Unsupported``,
-``mark_dynamic``, ``mark_static``, ``maybe_mark_dynamic``.
+``mark_dynamic``, ``mark_static``, ``maybe_mark_dynamic``, ``export``,
+``capture_pre_autograd_graph``, ``ExportError``.
 """
 from . import config
 from .backends import list_backends, register_backend
 from .dynamic import mark_dynamic, mark_static, maybe_mark_dynamic
 from .errors import ConstraintViolation, Unsupported
 from .explain import ExplainOutput, explain
+from .export import ExportError, capture_pre_autograd_graph, export
 from .logs import configure as _configure_logs
 from .optimize import OptimizedModule, disable, optimize, reset
 
@@ -24,6 +26,9 @@ __all__ = [
     "list_backends",
     "Unsupported",
     "ConstraintViolation",
+    "export",
+    "capture_pre_autograd_graph",
+    "ExportError",
     "mark_dynamic",
     "mark_static",
     "maybe_mark_dynamic",

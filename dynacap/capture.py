@@ -157,6 +157,7 @@ class CaptureContext:
     def _capture(self, code, f_locals, f_globals, f_builtins, policy: ShapePolicy, symbolic: bool, start: float):
         tctx = TraceContext(f_globals, f_builtins, initial_grad=torch.is_grad_enabled(),
                             graph=GraphBuilder(symbolic=symbolic), shapes=policy)
+        self.on_trace(tctx)
         tctx.guards.global_state()
         tracer = Tracer(code, tctx, f_globals)
         tracer.frame_values = dict(f_locals)
@@ -198,6 +199,9 @@ class CaptureContext:
                              for obj in guard.weakly_guarded()]
         # The hook calls the generated function itself (no Python-level __call__ in between).
         return (guard.fn, new_code)
+
+    def on_trace(self, tctx: TraceContext) -> None:
+        """Called with each new trace's ``TraceContext`` before it runs (export records node metadata)."""
 
     def resume_after_break(self, code, tctx: TraceContext, e: GraphBreak):
         """Rewritten code that keeps the graph before the break and resumes after it (None: run eagerly)."""
