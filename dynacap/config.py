@@ -28,12 +28,17 @@ max_unroll: int = 4096
 #: which are always skipped).  Extend to skip a library.
 skip_prefixes: list[str] = []
 
+#: When True, ``backward()`` calls made inside an optimized function or module run as compiled whole-backward
+#: graphs (``dynacap.compiled_autograd``), compiled by that ``optimize`` call's backend.
+compiled_autograd: bool = False
+
 _SETTINGS = (
     "cache_size_limit",
     "suppress_errors",
     "inline_depth_limit",
     "max_unroll",
     "skip_prefixes",
+    "compiled_autograd",
 )
 
 

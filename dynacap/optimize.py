@@ -11,7 +11,7 @@ import weakref
 
 import torch
 
-from . import hook
+from . import compiled_autograd, config, hook
 from .backends import configured
 from .capture import CaptureContext
 
@@ -41,6 +41,9 @@ def optimize(fn_or_module=None, *, backend="inductor", fullgraph: bool = False, 
 def _wrap_function(fn, ctx: CaptureContext):
     @functools.wraps(fn)
     def captured(*args, **kwargs):
+        if config.compiled_autograd:
+            with compiled_autograd.enable(ctx.backend):
+                return hook.call_with_callback(ctx.callback, fn, *args, **kwargs)
         return hook.call_with_callback(ctx.callback, fn, *args, **kwargs)
 
     captured._dynacap_orig = fn
@@ -62,6 +65,10 @@ class OptimizedModule(torch.nn.Module):
         object.__setattr__(self, "_dynacap_entry", _module_entry(mod))
 
     def forward(self, *args, **kwargs):
+        if config.compiled_autograd:
+            with compiled_autograd.enable(self._dynacap_ctx.backend):
+                return hook.call_with_callback(self._dynacap_ctx.callback, self._dynacap_entry, self._orig_mod,
+                                               *args, **kwargs)
         return hook.call_with_callback(self._dynacap_ctx.callback, self._dynacap_entry, self._orig_mod,
                                        *args, **kwargs)
 

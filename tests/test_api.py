@@ -87,9 +87,10 @@ def test_optimize_decorator_without_arguments():
 
 def test_optimize_keyword_only_options():
     params = inspect.signature(dynacap.optimize).parameters
-    assert list(params) == ["fn_or_module", "backend", "fullgraph", "dynamic"]
+    assert list(params) == ["fn_or_module", "backend", "fullgraph", "dynamic", "mode", "options"]
     assert params["fullgraph"].default is False and params["dynamic"].default is None
-    for name in ("backend", "fullgraph", "dynamic"):
+    assert params["mode"].default is None and params["options"].default is None
+    for name in ("backend", "fullgraph", "dynamic", "mode", "options"):
         assert params[name].kind is inspect.Parameter.KEYWORD_ONLY
 
 
@@ -609,6 +610,11 @@ def test_must_show_run_differential_module_list_mlp():
     assert diff.compiles_first == 1
 
 
+#: The one written exception (issue 12): the autograd engine's C++ compiled-autograd entry point, spelled in
+#: full, in the one module that drives it.  Anything else of ``torch._dynamo``/``torch._C._dynamo`` stays out.
+ENGINE_ENTRY_POINT = {"dynacap/compiled_autograd.py": re.compile(r"torch\._C\._dynamo\.compiled_autograd\b")}
+
+
 def test_must_show_no_dynamo_in_the_engine():
     pattern = re.compile(r"torch\s*\.\s*_dynamo|torch\s*\.\s*_C\s*\.\s*_dynamo|from\s+torch\s+import\s+_dynamo"
                          r"|torch\._C\s+import\s+_dynamo|import_module\(\s*['\"]torch\._dynamo")
@@ -620,6 +626,10 @@ def test_must_show_no_dynamo_in_the_engine():
                 continue
             checked += 1
             text = path.read_text(errors="replace")
+            allowed = ENGINE_ENTRY_POINT.get(path.relative_to(ROOT).as_posix())
+            if allowed is not None:
+                assert allowed.search(text), "the exception names a module that no longer uses the entry point"
+                text = allowed.sub("", text)
             if pattern.search(text):
                 offenders.append(str(path.relative_to(ROOT)))
     assert checked > 10
