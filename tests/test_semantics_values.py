@@ -352,3 +352,26 @@ def test_lstm_under_inductor_with_gradients():
     assert counting.compiles == 0  # the whole frame is the layer: it runs eagerly
     counting = _check_recurrent(torch.nn.LSTM, "inductor", "params", train=True, with_state=True)
     assert counting.compiles == 2
+
+
+def test_a_tuple_holding_a_list_keeps_the_list():
+    def f(x):
+        items = [1]
+        pair = (items,) + (2,)
+        pair[0].append(3)
+        return x + 1, items
+
+    run_differential(f, torch.ones(2))
+
+
+def test_operator_functions_that_mutate_their_argument():
+    import operator
+
+    def f(x):
+        items = [1]
+        operator.iadd(items, [5])
+        table = {}
+        operator.setitem(table, "a", 2)
+        return x + 1, items, table
+
+    run_differential(f, torch.ones(2))

@@ -11,7 +11,8 @@ import operator
 from ..errors import GraphBreak
 from ..values.base import Value
 from ..values.constant import ConstantValue
-from ..values.containers import DictValue, IteratorValue, ListValue, SequenceValue, SizeValue, TupleValue
+from ..values.containers import (DictValue, IteratorValue, ListValue, SequenceValue, SizeValue, TupleValue,
+                                  holds_mutable)
 from ..values.iterators import PullIterator, contains
 from ..values.objects import ObjectValue
 from ..values.symbolic import SymNumberValue
@@ -40,7 +41,7 @@ def binary_op(tx, symbol: str, a: Value, b: Value) -> Value:
     if symbolic_numbers(a, b):
         # A size stays symbolic through arithmetic; Python numbers have no in-place forms.
         return tx.graph.call("call_function", BINARY[symbol.rstrip("=")], _ints(a, b), {}, f"`{symbol}`")
-    if a.is_constant() and b.is_constant() and not isinstance(a, ListValue) and not isinstance(b, ListValue) \
+    if a.is_constant() and b.is_constant() and not (holds_mutable(a) or holds_mutable(b)) \
             and not (holds_symbolic(a) or holds_symbolic(b)):
         try:
             result = fn(a.as_constant(), b.as_constant())

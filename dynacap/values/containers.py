@@ -26,6 +26,16 @@ def load_existing(container: Value, cg) -> bool:
     return cg.load_shared(container)
 
 
+def holds_mutable(value: Value) -> bool:
+    """Whether ``value`` is or holds (in tuples) a list, dict or set: evaluating on its ``as_constant()``
+    would work on a copy, losing mutations and identity (``(l,) + (2,)`` must still hold ``l``)."""
+    from .sets import SetValue
+
+    if isinstance(value, (ListValue, DictValue, SetValue)):
+        return True
+    return isinstance(value, SequenceValue) and any(holds_mutable(i) for i in value.items)
+
+
 class FrameItems:
     """The items of a list or tuple read from the frame, wrapped and guarded one by one as they are read.
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from ..errors import GraphBreak
 from .base import Value, constant_args
 from .constant import ConstantValue
+from .containers import holds_mutable
 
 
 @dataclass
@@ -288,7 +289,8 @@ class OpaqueCallableValue(Value):
         return self.fn
 
     def call(self, tx, args, kwargs):
-        if _is_pure(self.fn):
+        if _is_pure(self.fn) and not (_may_return_or_change_argument(self.fn)
+                                      and any(holds_mutable(a) for a in [*args, *kwargs.values()])):
             const = constant_args(args, kwargs)
             if const is not None:
                 from .wrap import wrap_constant_result
@@ -298,6 +300,12 @@ class OpaqueCallableValue(Value):
             f"call to {self.describe()}, a function dynacap cannot look inside; "
             "it runs eagerly (wrap it with dynacap.disable, or use a torch operation instead)"
         )
+
+
+def _may_return_or_change_argument(fn) -> bool:
+    """``operator`` functions may change a container argument (``iadd``, ``setitem``) or return part of it
+    (``getitem``): evaluated on a copy, the change or the identity would be lost.  ``math``'s give numbers."""
+    return getattr(fn, "__module__", None) in ("_operator", "operator")
 
 
 def _is_pure(fn) -> bool:
