@@ -251,3 +251,38 @@ def test_config_compiled_autograd_uses_the_optimize_backend():
                        if any(str(n.target) == "aten.mm.default" for n in gm.graph.nodes)]
     assert backward_graphs, "the backward's ATen graph went to the optimize call's backend"
     assert torch.autograd.backward.__module__ == "torch.autograd"  # entry points restored after the call
+
+
+class Branches(nn.Module):
+    """Two branches from one tensor and a residual: the engine's ready queue decides the order of hooks."""
+
+    def __init__(self, log):
+        super().__init__()
+        self.log = log
+        self.a, self.b, self.c, self.d = (nn.Linear(8, 8) for _ in range(4))
+
+    def forward(self, x):
+        h = self.a(x)
+        h.register_hook(lambda g: self.log.append("tensor h"))
+        u, v = self.b(h).relu(), self.c(h).tanh()
+        u.register_hook(lambda g: self.log.append("tensor u"))
+        v.register_hook(lambda g: self.log.append("tensor v"))
+        return self.d(u + v) + h
+
+
+def hooked_branches(log):
+    torch.manual_seed(0)
+    model = Branches(log)
+    for name, layer in model.named_children():
+        layer.register_full_backward_pre_hook(lambda m, gout, n=name: log.append(f"pre {n}"))
+        layer.register_full_backward_hook(lambda m, gin, gout, n=name: log.append(f"full {n}"))
+    for name, p in model.named_parameters():
+        p.register_post_accumulate_grad_hook(lambda p, n=name: log.append(f"accumulated {n}"))
+    return model
+
+
+def test_hooks_of_a_branching_model_fire_in_eager_order():
+    eager = train(hooked_branches, steps=2, shapes=[(3, 8)] * 2)
+    compiled = train(hooked_branches, steps=2, shapes=[(3, 8)] * 2, backend="eager")
+    assert_same_training(eager, compiled)
+    assert len(eager[0]) == 2 * (3 + 8 + 8) and compiled[2].captures == 1
