@@ -266,17 +266,12 @@ def test_a_set_live_across_a_graph_break(fn, args, backend):
             assert outcome.result[1] is outcome.result[2]
 
 
-# -- sets and frozensets read from the frame (requests-opcodes.md R3) --------------------------------
-from dynacap.values import wrap as _wrap  # noqa: E402
-
-needs_frame_sets = pytest.mark.skipif(not hasattr(_wrap, "_frame_set"), reason="requests-opcodes.md R3")
-
+# -- sets and frozensets read from the frame -------------------------------------------------------------
 
 def iterate_frozenset(x, fs):
     return [x * v for v in fs]
 
 
-@needs_frame_sets
 def test_equal_frozensets_in_another_order_are_not_one_capture():
     """``frozenset([9, 1])`` and ``frozenset([1, 9])`` are equal but iterate differently."""
     compiled = dynacap.optimize(iterate_frozenset, backend="eager")
@@ -300,7 +295,6 @@ def mutate_then_break(x, s):
     return x + len(s), s
 
 
-@needs_frame_sets
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_frame_sets_are_read_and_written_back_in_place(backend):
     x = torch.randn(3)
@@ -372,7 +366,6 @@ def membership_and_length(x, names):
     return x * (("a" in names) + 10 * len(names))
 
 
-@needs_frame_sets
 def test_a_frame_set_read_by_in_and_len_is_guarded_by_the_answers_only():
     counting = CountingBackend()
     compiled = dynacap.optimize(membership_and_length, backend=counting)
