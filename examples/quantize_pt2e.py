@@ -13,7 +13,7 @@ import torch
 import torch.nn as nn
 from torch.export import Dim
 
-import dynacap.export
+import dynacap
 
 
 class Net(nn.Module):
@@ -39,7 +39,7 @@ def main():
     example = torch.randn(4, 3, 8, 8)
 
     # 1. export: a real ExportedProgram, batch dim dynamic
-    program = dynacap.export.export(model, (example,), dynamic_shapes={"x": {0: Dim("batch", max=256)}})
+    program = dynacap.export(model, (example,), dynamic_shapes={"x": {0: Dim("batch", max=256)}})
     print("ops:", [str(n.target) for n in program.graph.nodes if n.op == "call_function"])
     print("range constraints:", program.range_constraints)
     buffer = io.BytesIO()

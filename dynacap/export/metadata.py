@@ -2,8 +2,8 @@
 
 Only a running trace knows the user's stack and the chain of modules whose
 ``forward`` is being inlined when a node is made, so the metadata is written
-as each node is created, by a ``torch.fx.Graph`` subclass put in the trace's
-``GraphBuilder`` (``recording``).  The format is ``torch.export``'s:
+as each node is created, by a ``torch.fx.Graph`` subclass that export's
+capture context puts in each trace's ``GraphBuilder`` (``RecordingGraph``).  The format is ``torch.export``'s:
 ``nn_module_stack`` maps a key to ``(fqn, "module.QualName")`` (strings, so
 programs can be saved) with the root first; ``source_fn_stack`` names the
 built-in ``torch.nn`` layer an operation came from, or the operation itself,
@@ -12,16 +12,12 @@ metadata; it never changes what a trace captures.
 """
 from __future__ import annotations
 
-import threading
 import traceback
-from contextlib import contextmanager
 
 import torch
 import torch.fx as fx
 
 ROOT_KEY = "L__self__"
-
-_active = threading.local()
 
 
 def type_name(cls: type) -> str:
@@ -58,12 +54,12 @@ class ModuleNames:
         return stack
 
 
-class _RecordingGraph(fx.Graph):
-    """An ``fx.Graph`` that writes export metadata on each node as the trace creates it."""
+class RecordingGraph(fx.Graph):
+    """An ``fx.Graph`` that writes export metadata on each node as the trace (``tctx``) creates it."""
 
-    def __init__(self, builder, names: ModuleNames):
+    def __init__(self, tctx, names: ModuleNames):
         super().__init__()
-        self._builder = builder
+        self._tctx = tctx
         self._names = names
 
     def create_node(self, op, target, args=None, kwargs=None, name=None, type_expr=None):
@@ -73,7 +69,7 @@ class _RecordingGraph(fx.Graph):
         return node
 
     def _record(self, node: fx.Node) -> None:
-        tracer = _running_tracer(self._builder)
+        tracer = self._tctx.running  # the innermost frame of the inlined chain
         modules, frames = [], []
         while tracer is not None:
             frames.append(tracer.frame_summary())
@@ -83,11 +79,10 @@ class _RecordingGraph(fx.Graph):
             tracer = tracer.parent
         modules.reverse()
         frames.reverse()
-        layer = self._builder.attrs.get(node.target) if node.op == "call_module" else None
+        layer = self._tctx.graph.attrs.get(node.target) if node.op == "call_module" else None
         if isinstance(layer, torch.nn.Module):
             modules.append(layer)
-        stack = self._names.stack(modules)
-        node.meta["nn_module_stack"] = stack
+        node.meta["nn_module_stack"] = self._names.stack(modules)
         if frames:
             node.meta["stack_trace"] = "".join(traceback.format_list(frames))
         innermost = modules[-1] if modules else None
@@ -98,49 +93,9 @@ class _RecordingGraph(fx.Graph):
             node.meta["source_fn_stack"] = [(node.name, source)]
 
 
-def _running_tracer(builder):
-    """The tracer whose instruction made the node (the innermost frame of the inlined chain), if known."""
-    owner = getattr(builder.before_node, "__self__", None)  # the TraceContext (it installs that hook)
-    return getattr(owner, "running", None)
-
-
 def _self_module(tracer):
     """The module a traced frame is a method of (its ``self``), if any."""
     from ..values.module import ModuleValue
 
     value = tracer.locals.get("self")
     return value.module if isinstance(value, ModuleValue) else None
-
-
-@contextmanager
-def recording(names: ModuleNames):
-    """While active, traces on this thread record export metadata on their nodes.
-
-    Until capture offers a per-trace hook, the builder factory that ``capture`` calls is
-    wrapped (once, for good); the wrapper only acts on a thread inside ``recording``.
-    """
-    _install()
-    previous = getattr(_active, "names", None)
-    _active.names = names
-    try:
-        yield
-    finally:
-        _active.names = previous
-
-
-def _install() -> None:
-    from .. import capture
-
-    original = capture.GraphBuilder
-    if getattr(original, "_dynacap_export_factory", False):
-        return
-
-    def factory(*args, **kwargs):
-        builder = original(*args, **kwargs)
-        names = getattr(_active, "names", None)
-        if names is not None:
-            builder.graph = _RecordingGraph(builder, names)
-        return builder
-
-    factory._dynacap_export_factory = True
-    capture.GraphBuilder = factory

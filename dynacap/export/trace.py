@@ -1,7 +1,7 @@
 """Capturing a whole program once for export: one graph, lowered to ATen, and what fed and left it.
 
 ``capture_once`` runs the function (or module) once under a fresh capture
-context with node metadata recorded (``metadata.py``).  The backend lowers
+context whose traces record node metadata (``metadata.py``).  The backend lowers
 the graph to ATen right away (``lower.py``: a symbolic trace's ShapeEnv is
 frozen once the backend returns) and hands back a wrapper that notes the
 real values the graph receives and returns, so that ``program.py`` can map
@@ -20,7 +20,7 @@ from ..capture import CaptureContext, CaptureRecord
 from ..errors import BreakReason, Unsupported
 from .errors import ExportError
 from .lower import Lowered, LoweringError, backend_choice_off, lower
-from .metadata import ModuleNames, recording
+from .metadata import ModuleNames, RecordingGraph
 
 
 @dataclass
@@ -33,6 +33,17 @@ class Captured:
     graph_inputs: list = field(default_factory=list)
     graph_outputs: tuple = ()
     result: object = None
+
+
+class _ExportContext(CaptureContext):
+    """A capture context whose traces record export metadata on their nodes."""
+
+    def __init__(self, backend, names: ModuleNames, dynamic, record: CaptureRecord):
+        super().__init__(backend, fullgraph=False, dynamic=dynamic, record=record)
+        self.names = names
+
+    def on_trace(self, tctx) -> None:
+        tctx.graph.graph = RecordingGraph(tctx, self.names)
 
 
 class _ExportBackend:
@@ -63,9 +74,9 @@ def capture_once(call, args: tuple, kwargs: dict, names: ModuleNames, dynamic) -
     """Run ``call(*args, **kwargs)`` once under capture; the one graph it made, or ``ExportError``."""
     backend = _ExportBackend()
     record = CaptureRecord()
-    ctx = CaptureContext(backend, fullgraph=False, dynamic=dynamic, record=record)
+    ctx = _ExportContext(backend, names, dynamic, record)
     try:
-        with recording(names), backend_choice_off():
+        with backend_choice_off():
             result = hook.call_with_callback(ctx.callback, call, *args, **kwargs)
     except ExportError:
         raise
