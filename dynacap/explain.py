@@ -1,7 +1,7 @@
 """``explain(fn)(*args)``: run once under capture and report graphs, breaks and guards."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from . import hook
 from .capture import CaptureContext, CaptureRecord
@@ -12,6 +12,11 @@ class ExplainOutput(CaptureRecord):
     """A ``CaptureRecord`` of one run, plus the run's result and a readable report (``str()``)."""
 
     result: object = None
+    #: The rewritten frames, resume functions and guards of the run, as Python source (``decompile``).
+    code: str = ""
+    #: What the names in ``code`` stand for (compiled graphs, resume functions...): with the
+    #: function's globals, enough to ``exec`` the rewritten frames.
+    code_objects: dict = field(default_factory=dict)
 
     @property
     def graph_count(self) -> int:
@@ -74,8 +79,25 @@ def explain(fn):
         reset()
         try:
             result = hook.call_with_callback(ctx.callback, call, *args, **kwargs)
+            code, objects = _entries_source(ctx, record)
         finally:
             reset()
-        return ExplainOutput(**vars(record), result=result)
+        return ExplainOutput(**vars(record), result=result, code=code, code_objects=objects)
 
     return run
+
+
+def _entries_source(ctx: CaptureContext, record: CaptureRecord) -> tuple[str, dict]:
+    """Every cache entry ``ctx`` made, in capture order, as Python source (read before ``reset`` drops them)."""
+    from .decompile import Namer, entry_source
+
+    namer = Namer(record.graphs)
+    parts = []
+    for ref in list(hook._tracked.values()):
+        code = ref()
+        if code is None:
+            continue
+        for guard, rewritten, owner in hook.cache_entries(code):
+            if owner is ctx.callback:
+                parts.append(entry_source(code, rewritten, guard, namer))
+    return "\n\n".join(parts), namer.used
