@@ -32,6 +32,12 @@ skip_prefixes: list[str] = []
 #: graphs (``dynacap.compiled_autograd``), compiled by that ``optimize`` call's backend.
 compiled_autograd: bool = False
 
+#: When True, every instance of an ``nn.Module`` class shares one graph: a module reached from
+#: the frame is guarded by its type and structure (parameter, buffer and child names, no hooks)
+#: and its parameters and buffers are graph inputs.  When False, each instance gets its own
+#: graphs (guarded by identity, parameters held by the graph).
+share_graphs_across_instances: bool = True
+
 _SETTINGS = (
     "cache_size_limit",
     "suppress_errors",
@@ -39,6 +45,7 @@ _SETTINGS = (
     "max_unroll",
     "skip_prefixes",
     "compiled_autograd",
+    "share_graphs_across_instances",
 )
 
 

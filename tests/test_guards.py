@@ -247,8 +247,31 @@ def test_submodule_training_flag_alone():
 
 
 def test_submodule_replaced():
+    # Instances share graphs: a same-shaped replacement hits the entry (its parameters are inputs).
     model = Scaled().eval()
-    assert_recompiles(module_probe(model), (t(2, 4),), lambda: setattr(model, "lin", nn.Linear(4, 4)))
+    probe = module_probe(model)
+    probe.check(t(2, 4))
+    model.lin = nn.Linear(4, 4)
+    probe.check(t(2, 4))
+    assert probe.compiles == 1
+    model.lin = nn.Linear(4, 4, bias=False)  # another structure: recompiles
+    probe.check(t(2, 4))
+    assert probe.compiles == 2
+
+
+def test_submodule_replaced_when_instances_are_specialized():
+    model = Scaled().eval()
+    with dynacap.config.patch(share_graphs_across_instances=False):
+        assert_recompiles(module_probe(model), (t(2, 4),), lambda: setattr(model, "lin", nn.Linear(4, 4)))
+
+
+def test_instances_of_a_class_share_one_graph():
+    backend = CountingBackend()
+    x = t(2, 4)
+    for _ in range(20):
+        model = Scaled().eval()
+        assert_same(model(x), dynacap.optimize(model, backend=backend)(x))
+    assert backend.compiles == 1
 
 
 def test_module_list_appended():
@@ -292,7 +315,13 @@ def test_parameter_replaced(backend):
         model.lin.weight = nn.Parameter(torch.ones(4, 4))
 
     with torch.no_grad():
-        assert_recompiles(probe, (t(2, 4),), change)
+        probe.check(t(2, 4))
+        change()  # parameters are graph inputs: the new one is used without a recompile
+        probe.check(t(2, 4))
+        assert probe.compiles == 1
+        with dynacap.config.patch(share_graphs_across_instances=False):
+            dynacap.reset()
+            assert_recompiles(module_probe(model, backend), (t(2, 4),), change)
 
 
 class Cfg:

@@ -18,6 +18,7 @@ import types
 
 import torch
 
+from .. import config
 from ..errors import GraphBreak, is_generated
 from ..source import ItemSource, LocalSource, Source
 from .base import Value
@@ -97,6 +98,10 @@ def wrap(tx, obj, source: Source | None) -> Value:
             # attribute read through its own source.  Identity is then unknown.
             g.type_match(source, obj)
             value.identity_known = False
+        elif isinstance(value, ModuleValue) and config.share_graphs_across_instances:
+            # One graph for every instance of a class: the module is guarded by its type and
+            # structure, its parameters and buffers are graph inputs.
+            value.unspecialize(tx)
         else:
             g.id_match(source, obj)
     return value
