@@ -31,6 +31,44 @@ class ExplainOutput(CaptureRecord):
         return sum(sum(1 for n in g.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
                    for g in self.graphs)
 
+    @property
+    def flops(self) -> list:
+        """FLOPs of each graph at its captured shapes (``torch.utils.flop_counter``)."""
+        from .fx_tools import flop_count
+
+        return [flop_count(gm) for gm in self.graphs]
+
+    def svg(self, index: int = 0) -> str:
+        """Graph ``index`` drawn as SVG (boxes: node, operation, shape)."""
+        from .fx_tools import graph_svg
+
+        return graph_svg(self.graphs[index], f"Graph {index + 1}")
+
+    def html(self) -> str:
+        """The whole report as one offline HTML page: breaks, each graph drawn with its FLOPs, code, guards."""
+        from .fx_tools import graph_svg
+
+        esc = _escape
+        parts = ["<!DOCTYPE html><html><head><meta charset='utf-8'><title>dynacap explain</title>",
+                 "<style>body{font-family:sans-serif;margin:2em}pre{background:#f6f8fa;padding:1em;"
+                 "overflow:auto}svg{border:1px solid #ddd;margin:.5em 0}</style></head><body>",
+                 f"<h1>dynacap explain</h1><p>{self.graph_count} graph(s), {self.graph_break_count} break(s), "
+                 f"{self.op_count} op(s)</p>"]
+        if self.break_reasons:
+            parts.append("<h2>Graph breaks</h2><ol>")
+            parts.extend(f"<li><code>{esc(r.location())}</code>: {esc(r.reason)}</li>" for r in self.break_reasons)
+            parts.append("</ol>")
+        for i, gm in enumerate(self.graphs, 1):
+            parts.append(f"<h2>Graph {i} ({esc(_flops_text(gm))})</h2>")
+            parts.append(graph_svg(gm))
+            parts.append(f"<pre>{esc(graph_with_shapes(gm))}</pre>")
+        if self.code:
+            parts.append(f"<h2>Rewritten code</h2><pre>{esc(self.code)}</pre>")
+        if self.guards:
+            parts.append("<h2>Guards</h2><pre>" + esc("\n".join(self.guards)) + "</pre>")
+        parts.append("</body></html>")
+        return "\n".join(parts)
+
     def __str__(self) -> str:
         lines = [
             f"Graph count: {self.graph_count}",
@@ -46,8 +84,8 @@ class ExplainOutput(CaptureRecord):
                     if fs.line:
                         lines.append(f"         {fs.line}")
         for i, gm in enumerate(self.graphs, 1):
-            lines.append(f"Graph {i}:")
-            lines.extend("  " + line for line in str(gm.graph).strip().splitlines())
+            lines.append(f"Graph {i} ({_flops_text(gm)}):")
+            lines.extend("  " + line for line in graph_with_shapes(gm).splitlines())
         if self.guards:
             lines.append("Guards:")
             lines.extend("  " + g for g in self.guards)
@@ -101,3 +139,31 @@ def _entries_source(ctx: CaptureContext, record: CaptureRecord) -> tuple[str, di
             if owner is ctx.callback:
                 parts.append(entry_source(code, rewritten, guard, namer))
     return "\n\n".join(parts), namer.used
+
+
+def graph_with_shapes(gm) -> str:
+    """The graph as ``torch.fx`` prints it, each node followed by its propagated shape."""
+    from .fx_tools import node_shape
+
+    lines = ["graph():"]
+    for node in gm.graph.nodes:
+        text = node.format_node()
+        if text:
+            shape = node_shape(node) if node.op != "output" else ""
+            lines.append(f"    {text}" + (f"  # {shape}" if shape else ""))
+    return "\n".join(lines)
+
+
+def _flops_text(gm) -> str:
+    from .fx_tools import flop_count
+
+    try:
+        return f"{flop_count(gm)} FLOPs"
+    except Exception as e:  # an op the counter cannot run on fakes: the report still prints
+        return f"FLOPs unknown: {type(e).__name__}"
+
+
+def _escape(text: str) -> str:
+    import html
+
+    return html.escape(str(text))

@@ -88,3 +88,88 @@ def test_code_of_every_break_program_is_python_with_no_unknown_instruction(name)
     compile(out.code, name, "exec")
     assert not re.findall(r"^\s*# [A-Z_]{4,}\b", out.code, re.M), out.code
     assert len(defs(out.code)) >= 2
+
+
+# -- item 6: FX tools on captured graphs ------------------------------------------------------
+def conv_model():
+    from tests.test_export import ConvBnLinear
+
+    torch.manual_seed(0)
+    return ConvBnLinear().eval()
+
+
+def test_explain_shows_propagated_shapes_static_and_symbolic():
+    m = conv_model()
+    text = str(dynacap.explain(m)(torch.randn(2, 3, 8, 8)))
+    assert re.search(r"%conv2d : .*# f32\[2, 4, 6, 6\]$", text, re.M), text
+    assert re.search(r"%linear : .*# f32\[2, 5\]$", text, re.M), text
+    x = torch.randn(5, 3, 8, 8)
+    dynacap.mark_dynamic(x, 0)
+    text = str(dynacap.explain(m)(x))
+    assert re.search(r"%linear : .*# f32\[s\d+, 5\]$", text, re.M), text
+
+
+def test_flop_count_per_graph_matches_torch_flop_counter_on_eager():
+    from torch.utils.flop_counter import FlopCounterMode
+
+    m = conv_model()
+    x = torch.randn(2, 3, 8, 8)
+    with FlopCounterMode(display=False) as counter:
+        m(x)
+    out = dynacap.explain(m)(x)
+    assert out.flops == [counter.get_total_flops()] and out.flops[0] > 0
+    assert f"Graph 1 ({counter.get_total_flops()} FLOPs):" in str(out)
+
+
+def test_conv_bn_folding_of_captured_and_exported_graphs_stays_equal_to_eager():
+    from dynacap.fx_tools import fold_conv_bn
+
+    m = conv_model()
+    x = torch.randn(2, 3, 8, 8)
+    seen = []
+
+    def recording(gm, example_inputs):
+        seen.append((gm, list(example_inputs)))
+        return gm.forward
+
+    dynacap.optimize(m, backend=recording)(x)
+    gm, inputs = seen[0]
+    folded, count = fold_conv_bn(gm, inputs)
+    assert count == 1 and not any("batch_norm" in str(n.target) for n in folded.graph.nodes)
+    at = next(i for i, v in enumerate(inputs) if v is x)
+    exported, count = fold_conv_bn(dynacap.export(m, (x,)).module())
+    assert count == 1 and not any("batch_norm" in str(n.target) for n in exported.graph.nodes)
+    for seed in range(3):
+        torch.manual_seed(seed)
+        x2 = torch.randn(2, 3, 8, 8)
+        args = list(inputs)
+        args[at] = x2
+        assert_same(m(x2), folded(*args)[0], rtol=1e-5, atol=1e-5)
+        assert_same(m(x2), exported(x2), rtol=1e-5, atol=1e-5)
+    assert_same(m(x), gm(*inputs)[0])  # the captured graph itself is untouched
+
+
+def test_training_batch_norm_is_not_folded():
+    from dynacap.fx_tools import fold_conv_bn
+
+    m = conv_model().train()
+    _, count = fold_conv_bn(dynacap.export(m, (torch.randn(2, 3, 8, 8),)).module())
+    assert count == 0
+
+
+def test_each_graph_is_drawn_as_svg_and_the_report_as_html():
+    import xml.etree.ElementTree as ET
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        out = dynacap.explain(one_break)(torch.randn(3), torch.randn(3))
+    ns = "{http://www.w3.org/2000/svg}"
+    for i, gm in enumerate(out.graphs):
+        root = ET.fromstring(out.svg(i))
+        nodes = list(gm.graph.nodes)
+        assert len(root.findall(f".//{ns}rect")) == len(nodes)
+        assert len(root.findall(f"{ns}line")) == sum(len(n.users) for n in nodes)
+    labels = {t.text for t in ET.fromstring(out.svg(0)).iter(f"{ns}text")}
+    assert {"sin", "add", "f32[3]"} <= labels, labels
+    page = out.html()
+    assert page.count("<svg") == out.graph_count == 2
+    assert "Graph breaks" in page and "one_break_resumed_at_line_" in page and "FLOPs" in page
