@@ -305,3 +305,22 @@ def test_models_have_torch_export_op_lists_and_eager_results(name):
         torch.manual_seed(seed)
         x = torch.randn(*shape)
         assert_same(m(x), ours.module()(x), rtol=1e-5, atol=1e-6)
+
+
+def test_a_lowering_failure_is_named_at_the_user_line_of_its_node(monkeypatch):
+    """make_fx failing on a node (here: made to fail on the relu) is reported at the node's stack_trace."""
+    from dynacap.export import lower as lowering
+
+    class Refuses(lowering._LoweringInterpreter):
+        def call_function(self, target, args, kwargs):
+            if target is torch.relu:
+                raise RuntimeError("Could not guard on data-dependent expression Eq(u0, 1)")
+            return super().call_function(target, args, kwargs)
+
+    monkeypatch.setattr(lowering, "_LoweringInterpreter", Refuses)
+    with pytest.raises(ExportError) as info:
+        export(model(), (torch.randn(2, 3, 8, 8),))
+    forward_line = inspect.getsourcelines(ConvBnLinear.forward)[1] + 1
+    (reason,) = info.value.break_reasons
+    assert reason.location() == f"{__file__}:{forward_line}"
+    assert "lowering `" in reason.reason and "depends on tensor data" in reason.reason
