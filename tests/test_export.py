@@ -89,7 +89,9 @@ def test_save_load_round_trip():
 
 def test_dynamic_batch_dim_runs_other_batch_sizes_and_static_one_refuses_them():
     m = model()
-    ep = export(m, (torch.randn(2, 3, 8, 8),), dynamic_shapes={"x": {0: Dim("batch", max=64)}})
+    example = torch.randn(2, 3, 8, 8)
+    ep = export(m, (example,), dynamic_shapes={"x": {0: Dim("batch", max=64)}})
+    assert ep.example_inputs[0][0] is example and not example.__dict__  # the user's tensor, unmarked
     (symbol, vr), = ep.range_constraints.items()
     assert (int(vr.lower), int(vr.upper)) == (0, 64)
     for batch in (3, 7, 16, 64):

@@ -54,6 +54,7 @@ def export(fn_or_module, args: tuple, kwargs: dict | None = None, *, dynamic_sha
         signature = _signature(target)
         names = ModuleNames(None, type_name(type(root)))
     arg_names = dims.bound_names(signature, args, kwargs)
+    example_inputs = (args, dict(kwargs))
     marks = None
     dynamic = False
     if dynamic_shapes is not None:
@@ -62,7 +63,7 @@ def export(fn_or_module, args: tuple, kwargs: dict | None = None, *, dynamic_sha
         dynamic = None  # the marks decide, dim by dim
     captured = capture_once(call, args, kwargs, names, dynamic)
     submodules = _called_submodules(captured.lowered.gm)
-    return build_program(captured, root, args, kwargs, arg_names, marks, submodules)
+    return build_program(captured, root, args, kwargs, arg_names, marks, submodules, example_inputs)
 
 
 def capture_pre_autograd_graph(model, args: tuple, kwargs: dict | None = None, dynamic_shapes=None):

@@ -65,7 +65,9 @@ def _fake_like(fake_mode, value):
 
 
 def build_program(captured: Captured, root: torch.nn.Module, args: tuple, kwargs: dict,
-                  arg_names: list[str], marks: DimMarks | None, submodules: list[str]):
+                  arg_names: list[str], marks: DimMarks | None, submodules: list[str], example_inputs: tuple):
+    """The program of ``captured``; ``args``/``kwargs`` are what the capture ran with (matched by identity),
+    ``example_inputs`` the user's own ``(args, kwargs)`` (aliases carry dim marks, which do not pickle)."""
     from torch._export.verifier import TrainingIRVerifier
     from torch._guards import detect_fake_mode
     from torch.export import ExportedProgram
@@ -199,7 +201,7 @@ def build_program(captured: Captured, root: torch.nn.Module, args: tuple, kwargs
         state_dict=state_dict,
         range_constraints=range_constraints(placeholder_vals, marks, alias_of_placeholder),
         module_call_graph=call_graph,
-        example_inputs=(tuple(args), dict(kwargs)),
+        example_inputs=example_inputs,
         constants=inputs.constants,
         verifiers=[TrainingIRVerifier],
     )
