@@ -1,7 +1,7 @@
-"""Command line of dynacap: ``dynacap corpus ...`` (see ``dynacap corpus --help``).
+"""Command line of dynacap: ``dynacap corpus ...``, ``dynacap explain ...`` (see ``--help`` of each).
 
 Parses arguments and calls the Python API of the harness
-(:mod:`dynacap.harness`).  It must not contain harness logic itself.
+(:mod:`dynacap.harness`) or of ``explain``.  It must not contain harness logic itself.
 """
 from __future__ import annotations
 
@@ -90,11 +90,48 @@ def _corpus_parser(sub) -> argparse.ArgumentParser:
     return p
 
 
+def _explain_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("explain", help="capture one function or module once and report graphs, breaks, code",
+                       description="Run FILE.py:NAME once under capture (a function, or an nn.Module class "
+                       "built with --init and put in eval mode) and print the explain report: graphs with "
+                       "shapes and FLOPs, graph breaks, guards. The file's code is imported and run.",
+                       epilog="example:\n  dynacap explain model.py:Net --init '[16]' "
+                       "--args '[{\"tensor\": [2, 3, 32, 32]}]' --html report.html",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("target", metavar="FILE.py:NAME", help="the function or nn.Module class to explain")
+    p.add_argument("--args", default="[]", metavar="JSON", help="positional arguments as specs (as in corpus "
+                   "manifests: {\"tensor\": [2, 3]}, {\"tuple\": [...]}, plain JSON values)")
+    p.add_argument("--kwargs", default="{}", metavar="JSON", help="keyword arguments as a JSON object of specs")
+    p.add_argument("--init", default="[]", metavar="JSON", help="constructor arguments of a module class")
+    p.add_argument("--dynamic", action="store_true", help="capture with dynamic=True (symbolic sizes)")
+    p.add_argument("--code", action="store_true", help="also print the rewritten code (explain(...).code)")
+    p.add_argument("--html", metavar="OUT.html", help="write the report as one offline HTML page (graphs drawn)")
+    return p
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="dynacap", description="dynacap command line")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _corpus_parser(sub)
+    _explain_parser(sub)
     return parser
+
+
+def explain_main(args) -> int:
+    import json
+
+    from .explain import explain_file
+
+    out = explain_file(args.target, json.loads(args.args), json.loads(args.kwargs), json.loads(args.init),
+                       dynamic=True if args.dynamic else None)
+    print(out)
+    if args.code:
+        print("\nRewritten code:\n" + out.code)
+    if args.html:
+        with open(args.html, "w", encoding="utf-8") as f:
+            f.write(out.html())
+        print(f"\nreport: {args.html}")
+    return 0
 
 
 def _on_sigterm(signum, frame):
@@ -157,6 +194,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.command == "corpus":
         return corpus_main(args, argv)
+    if args.command == "explain":
+        return explain_main(args)
     parser.print_help()
     return 2
 

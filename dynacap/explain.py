@@ -141,6 +141,46 @@ def _entries_source(ctx: CaptureContext, record: CaptureRecord) -> tuple[str, di
     return "\n\n".join(parts), namer.used
 
 
+def explain_file(target: str, args_spec=None, kwargs_spec=None, init_spec=None, dynamic=None) -> ExplainOutput:
+    """``explain`` of ``FILE.py:NAME`` (a function, or an ``nn.Module`` class built with ``init_spec``, in eval
+    mode) called with arguments built from specs (``dynacap corpus``'s: ``{"tensor": [2, 3]}``...).
+
+    For ``dynacap explain``: it imports and runs the file's code, as ``python FILE.py`` would.
+    """
+    import importlib.util
+    import pathlib
+    import sys
+
+    import torch
+
+    from .harness.values import build, build_kwargs
+
+    path, _, name = target.rpartition(":")
+    if not path or not name:
+        raise ValueError(f"expected FILE.py:NAME, got {target!r}")
+    file = pathlib.Path(path).resolve()
+    spec = importlib.util.spec_from_file_location(f"dynacap_explained_{file.stem}", file)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(file.parent))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(file.parent))
+    obj = getattr(module, name)
+    gen = torch.Generator().manual_seed(0)
+    if isinstance(obj, type) and issubclass(obj, torch.nn.Module):
+        init = build(init_spec or [], gen)
+        obj = obj(*init).eval()
+    args = build(args_spec or [], gen)
+    kwargs = build_kwargs(kwargs_spec, gen)
+    fn = obj
+    if dynamic is not None:
+        from .optimize import optimize
+
+        fn = optimize(obj, dynamic=dynamic)
+    return explain(fn)(*args, **kwargs)
+
+
 def graph_with_shapes(gm) -> str:
     """The graph as ``torch.fx`` prints it, each node followed by its propagated shape."""
     from .fx_tools import node_shape

@@ -173,3 +173,26 @@ def test_each_graph_is_drawn_as_svg_and_the_report_as_html():
     page = out.html()
     assert page.count("<svg") == out.graph_count == 2
     assert "Graph breaks" in page and "one_break_resumed_at_line_" in page and "FLOPs" in page
+
+
+def test_cli_explain_writes_the_html_report(tmp_path, capsys):
+    from dynacap.cli import main
+
+    model = tmp_path / "cli_model.py"
+    model.write_text(
+        "import torch, torch.nn as nn\n"
+        "class Net(nn.Module):\n"
+        "    def __init__(self, c):\n"
+        "        super().__init__(); self.conv = nn.Conv2d(3, c, 3); self.bn = nn.BatchNorm2d(c)\n"
+        "    def forward(self, x):\n"
+        "        y = torch.relu(self.bn(self.conv(x)))\n"
+        "        print('mid')\n"
+        "        return y.mean((2, 3))\n")
+    page = tmp_path / "report.html"
+    assert main(["explain", f"{model}:Net", "--init", "[4]", "--args", '[{"tensor": [2, 3, 8, 8]}]',
+                 "--code", "--html", str(page)]) == 0
+    printed = capsys.readouterr().out
+    assert "Graph break count: 1" in printed and f"{model}:7" in printed
+    assert "def forward_resumed_at_line_7(" in printed and "FLOPs" in printed
+    text = page.read_text()
+    assert text.count("<svg") == 2 and "print" in text
