@@ -326,3 +326,16 @@ def test_a_lowering_failure_is_named_at_the_user_line_of_its_node(monkeypatch):
     (reason,) = info.value.break_reasons
     assert reason.location() == f"{__file__}:{forward_line}"
     assert "lowering `" in reason.reason and "depends on tensor data" in reason.reason
+
+
+def test_export_leaves_no_cache_entry_holding_the_model():
+    import gc
+    import weakref
+
+    m = model()
+    program = export(m, (torch.randn(2, 3, 8, 8),))
+    alive = weakref.ref(m)
+    del m
+    gc.collect()
+    assert alive() is None
+    assert "conv.weight" in program.state_dict  # the program keeps what it needs

@@ -82,6 +82,8 @@ def capture_once(call, args: tuple, kwargs: dict, names: ModuleNames, dynamic) -
         raise
     except Unsupported as e:  # a dim asked dynamic that the code specialized
         raise ExportError([e.break_reason]) from None
+    finally:
+        _forget_entries(ctx)
     reasons = list(record.break_reasons) + [_lowering_reason(f) for f in backend.failures]
     if reasons:
         raise ExportError(reasons)
@@ -93,6 +95,20 @@ def capture_once(call, args: tuple, kwargs: dict, names: ModuleNames, dynamic) -
     captured = backend.captured[0]
     captured.result = result
     return captured
+
+
+def _forget_entries(ctx: CaptureContext) -> None:
+    """Drop the cache entries the export's capture made: no later call can use them (their context is
+    gone), and they would keep the model's tensors alive until ``dynacap.reset()``."""
+    from .. import _C
+
+    for ref in list(hook._tracked.values()):
+        code = ref()
+        if code is None:
+            continue
+        for guard, _, owner in hook.cache_entries(code):
+            if owner is ctx.callback:
+                _C.drop_entries(code, guard)
 
 
 def _lowering_reason(failure: LoweringError) -> BreakReason:
