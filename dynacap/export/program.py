@@ -30,9 +30,8 @@ from .trace import Captured
 
 @dataclass
 class _Inputs:
-    """The program's placeholders being built: names, specs, and what each stands for."""
+    """The program's placeholders being built: their specs, the constants, and what each stands for."""
 
-    graph: fx.Graph
     specs: list = field(default_factory=list)
     constants: dict = field(default_factory=dict)
     #: id(tensor) -> placeholder node (state and constants are lifted once however often they are read).
@@ -87,7 +86,7 @@ def build_program(captured: Captured, root: torch.nn.Module, args: tuple, kwargs
     n_state = len(captured.lowered.state)
     fake_mode = detect_fake_mode([n.meta.get("val") for n in old])
     graph = fx.Graph()
-    inputs = _Inputs(graph)
+    inputs = _Inputs()
     val_map: dict = {}
 
     # 1. the root's state, all of it (so the program's state_dict is the module's)
@@ -112,9 +111,8 @@ def build_program(captured: Captured, root: torch.nn.Module, args: tuple, kwargs
 
     # 2. tensors the code read from elsewhere (not the root's state, not an argument): constants
     flat, in_spec = pytree.tree_flatten_with_path((tuple(args), dict(kwargs)))
-    leaves = [leaf for _, leaf in flat]
     leaf_index = {}
-    for i, leaf in enumerate(leaves):
+    for i, (_, leaf) in enumerate(flat):
         if isinstance(leaf, torch.Tensor):
             leaf_index.setdefault(id(leaf), i)
     runtime = list(captured.lowered.state) + list(captured.graph_inputs)
