@@ -196,3 +196,15 @@ def test_cli_explain_writes_the_html_report(tmp_path, capsys):
     assert "def forward_resumed_at_line_7(" in printed and "FLOPs" in printed
     text = page.read_text()
     assert text.count("<svg") == 2 and "print" in text
+
+
+@pytest.mark.skipif("code" not in __import__("dynacap.logs").logs.CHANNELS,
+                    reason="the `code` log channel is not in dynacap.logs yet (requests-export R3)")
+def test_dynacap_logs_code_prints_each_entry_as_python(caplog):
+    import logging
+
+    with caplog.at_level(logging.DEBUG, logger="dynacap.code"), contextlib.redirect_stdout(io.StringIO()):
+        dynacap.optimize(one_break, backend="eager")(torch.randn(3), torch.randn(3))
+    text = "\n".join(r.getMessage() for r in caplog.records if r.name == "dynacap.code")
+    assert "def one_break(x, y):" in text and "def one_break_resumed_at_line_" in text
+    assert "def ___guard(L, G):" in text
