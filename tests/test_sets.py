@@ -2,9 +2,9 @@
 
 Literals, comprehensions, ``set()``/``frozenset()``, methods and operators,
 on constants (results, ``pop()`` and iteration order are CPython's) and on
-tensors, modules and functions (hashed by identity: membership and lengths
-are exact; iterating such a set breaks, its order depends on ids at run
-time).  Each program runs differentially (results, mutated inputs, globals,
+tensors and functions (hashed by identity: membership and lengths are exact;
+iterating such a set breaks, its order depends on ids at run time); sets
+read from the frame are guarded by what the code reads of them.  Each program runs differentially (results, mutated inputs, globals,
 printed text, exceptions) under ``eager`` and ``aot_eager``, then as one
 graph with ``fullgraph=True`` where it is captured whole.
 """

@@ -6,7 +6,8 @@ survives (``{1} | {True}``), ``pop()`` and the iteration order are CPython's
 own: the key set went through the same insertions and removals as the
 runtime set will.  A constant member is its own key.  A member that CPython
 hashes by identity (a tensor, a module, a function, a tuple holding one) is
-a ``_Member`` key, equal only to the key of the same object; its runtime
+a ``_Member`` key, equal only to the key of the same object (a value whose
+runtime object is not known, a module guarded by its class only, is a break); its runtime
 hash is its ``id``, unknown while capturing, so once such a member has been
 in a set (or in a set it was computed from) the set's iteration order is
 unknown: iterating it (with more than one member) or ``pop()`` breaks, while
