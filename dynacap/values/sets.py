@@ -17,7 +17,11 @@ a constant are taken to be unequal: CPython compares them only on equal
 NaNs (their membership depends on object identity) and unhashable values
 are graph breaks.
 
-A set is rebuilt after the graph as a new set of its members, once per run
+A set of constants read from the frame (``wrap``) keys a copy of itself and
+is guarded by what the code reads: its length, the answer of an ``in``, or,
+for anything else, its members in their order; a mutated one is written
+back in place after the graph.  A set made while capturing
+is rebuilt after the graph as a new set of its members, once per run
 however many places hold it (``Emitter.build_once``); its iteration order is
 the one those members get inserted in the traced order, which is eager's
 except after removals from a larger set.  This module emits no graph nodes.
