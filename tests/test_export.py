@@ -339,3 +339,29 @@ def test_export_leaves_no_cache_entry_holding_the_model():
     gc.collect()
     assert alive() is None
     assert "conv.weight" in program.state_dict  # the program keeps what it needs
+
+
+class Stacked(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, padding=1)
+        self.layers = nn.Sequential(BasicBlock(), BasicBlock())
+        self.head = nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.head(self.layers(self.stem(x)).mean((2, 3)))
+
+
+def test_module_stacks_and_call_graph_are_torch_exports_and_unflatten_rebuilds_the_model():
+    torch.manual_seed(0)
+    m = Stacked().eval()
+    x = torch.randn(2, 3, 8, 8)
+    ours, theirs = export(m, (x,)), torch.export.export(m, (x,))
+
+    def stacks(ep):
+        return [(n.name, n.meta["nn_module_stack"]) for n in ep.graph.nodes if n.op == "call_function"]
+
+    assert stacks(ours) == stacks(theirs)
+    assert [e.fqn for e in ours.module_call_graph] == [e.fqn for e in theirs.module_call_graph]
+    rebuilt = torch.export.unflatten(ours)
+    assert_same(m(x), rebuilt(x))

@@ -37,21 +37,46 @@ class ModuleNames:
         self.root = root
         self.root_type = root_type
         self._fqn = {}
+        self._module = {}
         if root is not None:
             for name, module in root.named_modules(remove_duplicate=False):
                 self._fqn.setdefault(id(module), name)
+                self._module[name] = module
 
     def fqn(self, module) -> str | None:
         return self._fqn.get(id(module))
 
     def stack(self, modules) -> dict:
-        """``nn_module_stack`` for a chain of modules (outermost first); modules outside the root are left out."""
+        """``nn_module_stack`` for a chain of modules (outermost first); modules outside the root are left out.
+
+        A ``Sequential`` runs its children without a frame of its own (capture runs its loop in the
+        caller), so one between two modules of the chain (``layers`` between ``""`` and ``layers.0``)
+        is put back, as its ``forward`` would have been on the stack.
+        """
         stack = {ROOT_KEY: ("", self.root_type)}
+        outer = ""
         for module in modules:
             fqn = self.fqn(module)
-            if fqn:  # the root itself ("") is already there
-                stack[ROOT_KEY + "_" + fqn.replace(".", "_")] = (fqn, type_name(type(module)))
+            if not fqn:  # outside the root, or the root itself (already there)
+                continue
+            for between in _ancestors(fqn, outer):
+                container = self._module.get(between)
+                if type(container) is torch.nn.Sequential:
+                    self._add(stack, between, container)
+            self._add(stack, fqn, module)
+            outer = fqn
         return stack
+
+    @staticmethod
+    def _add(stack: dict, fqn: str, module) -> None:
+        stack[ROOT_KEY + fqn] = (fqn, type_name(type(module)))
+
+
+def _ancestors(fqn: str, outer: str) -> list[str]:
+    """The fqns strictly between ``outer`` and ``fqn`` (``"a"`` for ``"a.0"`` under ``""``), outermost first."""
+    parts = fqn.split(".")
+    names = [".".join(parts[:i]) for i in range(1, len(parts))]
+    return [n for n in names if not outer or (n.startswith(outer + ".") and n != outer)]
 
 
 class RecordingGraph(fx.Graph):
