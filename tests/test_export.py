@@ -42,6 +42,10 @@ def ops(gm) -> list[str]:
     return [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]
 
 
+def module_stacks(ep) -> list:
+    return [(n.name, n.meta["nn_module_stack"]) for n in ep.graph.nodes if n.op == "call_function"]
+
+
 def model():
     torch.manual_seed(0)
     return ConvBnLinear().eval()
@@ -303,6 +307,7 @@ def test_models_have_torch_export_op_lists_and_eager_results(name):
     assert ops(ours.graph_module) == ops(theirs.graph_module)
     assert [s.target for s in ours.graph_signature.input_specs] == \
         [s.target for s in theirs.graph_signature.input_specs]
+    assert module_stacks(ours) == module_stacks(theirs)
     for seed in range(2):
         torch.manual_seed(seed)
         x = torch.randn(*shape)
@@ -358,10 +363,7 @@ def test_module_stacks_and_call_graph_are_torch_exports_and_unflatten_rebuilds_t
     x = torch.randn(2, 3, 8, 8)
     ours, theirs = export(m, (x,)), torch.export.export(m, (x,))
 
-    def stacks(ep):
-        return [(n.name, n.meta["nn_module_stack"]) for n in ep.graph.nodes if n.op == "call_function"]
-
-    assert stacks(ours) == stacks(theirs)
+    assert module_stacks(ours) == module_stacks(theirs)
     assert [e.fqn for e in ours.module_call_graph] == [e.fqn for e in theirs.module_call_graph]
     rebuilt = torch.export.unflatten(ours)
     assert_same(m(x), rebuilt(x))
