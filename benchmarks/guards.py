@@ -1,0 +1,240 @@
+"""Guards and cache entries: cost per guard, what entries keep alive, instances, capture time.
+
+Every figure is measured for dynacap and torch.compile (Dynamo) in the same process, both with
+``backend="eager"`` (the graph runs the same kernels; every difference is the engine's):
+
+* **per guard**: a function adding N module-level floats to a tensor (each float one guard)
+  is called at N = 10, 100, 1000; ns per guard = (time per call at N − at 0) / N, best of
+  several batches.
+* **big list**: ``x + BIG[7]`` with a 30,000-item global list: guards made, first call, µs per call.
+* **alive**: 60 models of distinct classes, each captured once, deleted without reset: how many
+  the engine keeps alive; then after its reset.
+* **instances**: 20 instances of one module class, each called through its own wrapper: graphs compiled.
+* **capture**: first call after a reset, ms, for three tiny HuggingFace models (BERT, GPT-2, ViT
+  built from configs in code, ``tests/transformers_models.py``).
+
+Usage::
+
+    PYTHONPATH=. python3 benchmarks/guards.py             # ~2 minutes
+    PYTHONPATH=. python3 benchmarks/guards.py --quick     # fewer repeats
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import sys
+import time
+import weakref
+
+import torch
+
+import dynacap
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+
+ENGINES = ("dynacap", "torch.compile")
+
+
+def _dynamo():
+    import torch._dynamo  # the peer; benchmarks may use it, the engine never does
+
+    return torch._dynamo
+
+
+def compile_with(engine, fn):
+    if engine == "dynacap":
+        return dynacap.optimize(fn, backend="eager")
+    return torch.compile(fn, backend="eager")
+
+
+def reset(engine):
+    if engine == "dynacap":
+        dynacap.reset()
+    else:
+        _dynamo().reset()
+
+
+def best_per_call(fn, args, calls: int, repeats: int) -> float:
+    """Seconds per call, best of ``repeats`` batches of ``calls``."""
+    best = float("inf")
+    for _ in range(repeats):
+        gc.disable()
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn(*args)
+        best = min(best, (time.perf_counter() - start) / calls)
+        gc.enable()
+    return best
+
+
+def _summing(n: int):
+    """``f(x) = x + (G0 + ... + G{n-1})`` over fresh module-level floats: n guarded constants."""
+    namespace = {f"G{i}": float(i) + 0.5 for i in range(n)}
+    body = " + ".join(f"G{i}" for i in range(n)) or "0.0"
+    exec(f"def f(x):\n    return x + ({body})\n", namespace)
+    return namespace["f"]
+
+
+def per_guard(repeats: int) -> dict:
+    x = torch.randn(4)
+    out = {}
+    for engine in ENGINES:
+        reset(engine)
+        times = {}
+        for n in (0, 10, 100, 1000):
+            fn = compile_with(engine, _summing(n))
+            fn(x)
+            times[n] = best_per_call(fn, (x,), 2000 if n < 1000 else 300, repeats)
+        out[engine] = {n: (times[n] - times[0]) / n * 1e9 for n in (10, 100, 1000)}
+    return out
+
+
+BIG = list(range(30000))
+
+
+def _big_list(x):
+    return x + BIG[7]
+
+
+def big_list(repeats: int) -> dict:
+    x = torch.randn(3)
+    out = {}
+    for engine in ENGINES:
+        reset(engine)
+        fn = compile_with(engine, _big_list)
+        start = time.perf_counter()
+        fn(x)
+        first = time.perf_counter() - start
+        if engine == "dynacap":
+            guards = len(dynacap.explain(_big_list)(x).guards)
+            fn = compile_with(engine, _big_list)
+            fn(x)
+        else:
+            guards = sum(len(g.split("\n")) for g in [str(_dynamo().explain(_big_list)(x).out_guards or "")])
+            reset(engine)
+            fn = compile_with(engine, _big_list)
+            fn(x)
+        out[engine] = {"guards": guards, "first_ms": first * 1e3,
+                       "us_per_call": best_per_call(fn, (x,), 500, repeats) * 1e6}
+    return out
+
+
+SOURCE = "def forward(self, x):\n    return self.fc(x).relu() * 2\n"
+
+
+def _model_of_its_own_class(i: int):
+    namespace: dict = {}
+    exec(compile(SOURCE, f"<model {i}>", "exec"), namespace)
+    cls = type(f"Model{i}", (torch.nn.Module,), {"forward": namespace["forward"]})
+    model = cls()
+    model.fc = torch.nn.Linear(64, 64)
+    return model
+
+
+def alive() -> dict:
+    out = {}
+    for engine in ENGINES:
+        reset(engine)
+        refs = []
+        for i in range(60):
+            model = _model_of_its_own_class(i)
+            compile_with(engine, model)(torch.randn(2, 64))
+            refs.append(weakref.ref(model))
+            del model
+        gc.collect()
+        kept = sum(r() is not None for r in refs)
+        reset(engine)
+        gc.collect()
+        out[engine] = {"alive": kept, "alive_after_reset": sum(r() is not None for r in refs)}
+    return out
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(16, 16)
+
+    def forward(self, x):
+        return self.fc(x).relu() + 1
+
+
+class CountingEager:
+    def __init__(self):
+        self.compiles = 0
+
+    def __call__(self, gm, example_inputs):
+        self.compiles += 1
+        return gm.forward
+
+
+def instances() -> dict:
+    out = {}
+    x = torch.randn(2, 16)
+    for engine in ENGINES:
+        reset(engine)
+        backend = CountingEager()
+        for _ in range(20):
+            model = Block()
+            wrapped = dynacap.optimize(model, backend=backend) if engine == "dynacap" else \
+                torch.compile(model, backend=backend)
+            assert torch.allclose(model(x), wrapped(x))
+        out[engine] = backend.compiles
+    return out
+
+
+def capture_times() -> dict:
+    from transformers_models import build
+
+    out = {}
+    for name in ("bert", "gpt2", "vit"):
+        model, kwargs = build(name)
+        model.eval()
+        row = {}
+        with torch.no_grad():
+            model(**kwargs)
+            for engine in ENGINES:
+                reset(engine)
+                wrapped = compile_with(engine, model)
+                start = time.perf_counter()
+                wrapped(**kwargs)
+                row[engine] = (time.perf_counter() - start) * 1e3
+        out[name] = row
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer repeats (rough figures)")
+    args = parser.parse_args(argv)
+    repeats = 3 if args.quick else 7
+    torch.set_num_threads(1)
+    import warnings
+
+    warnings.simplefilter("ignore")  # cache-limit warnings of transformers' helpers (both engines)
+    _dynamo()
+    compile_with("dynacap", lambda x: x + 1)(torch.randn(2))  # one-time initialisation of each engine
+    compile_with("torch.compile", lambda x: x + 1)(torch.randn(2))
+
+    print("ns per guarded constant (per-call time at N guards minus at 0, / N)")
+    for engine, row in per_guard(repeats).items():
+        print(f"  {engine:<14} " + "  ".join(f"N={n}: {v:7.1f}" for n, v in row.items()))
+    print("x + BIG[7], a 30,000-item global list")
+    for engine, row in big_list(repeats).items():
+        print(f"  {engine:<14} guards {row['guards']:>6}  first call {row['first_ms']:8.1f} ms  "
+              f"{row['us_per_call']:7.1f} µs/call")
+    print("60 models of distinct classes, deleted without reset")
+    for engine, row in alive().items():
+        print(f"  {engine:<14} alive {row['alive']:>3}  after reset {row['alive_after_reset']:>3}")
+    print("20 instances of one class: graphs compiled")
+    for engine, n in instances().items():
+        print(f"  {engine:<14} {n}")
+    print("capture time, first call after reset (ms); ratio = dynacap / torch.compile")
+    for name, row in capture_times().items():
+        print(f"  {name:<6} dynacap {row['dynacap']:8.1f}  torch.compile {row['torch.compile']:8.1f}  "
+              f"ratio {row['dynacap'] / row['torch.compile']:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
