@@ -17,6 +17,7 @@ named by ``Namer``.  This module only reads code objects; it never runs them.
 from __future__ import annotations
 
 import dis
+import keyword
 import linecache
 import re
 
@@ -36,8 +37,10 @@ _UNARY = {"UNARY_NEGATIVE": "-", "UNARY_POSITIVE": "+", "UNARY_INVERT": "~", "UN
 
 
 def identifier(text: str) -> str:
+    """``text`` as a Python name (``f (resumed at line 3)`` is ``f_resumed_at_line_3``, ``<lambda>`` ``lambda_``)."""
     out = re.sub(r"\W+", "_", text).strip("_")
-    return out if out and not out[0].isdigit() else "_" + out
+    out = out if out and not out[0].isdigit() else "_" + out
+    return out + "_" if keyword.iskeyword(out) else out
 
 
 class Namer:
@@ -442,18 +445,19 @@ def _source_with_marker(code, line: int) -> list[str]:
 
 
 def _parameters(code) -> str:
-    count = code.co_argcount + code.co_kwonlyargcount
-    names = list(code.co_varnames[:count])
-    if code.co_kwonlyargcount:
-        names.insert(code.co_argcount, "*")
-    flags = code.co_flags
-    extra = count
-    if flags & 0x04:  # *args
-        names.append("*" + code.co_varnames[extra])
-        extra += 1
-    if flags & 0x08:  # **kwargs
-        names.append("**" + code.co_varnames[extra])
-    return ", ".join(names)
+    """The parameter list of ``code``'s function (names only: defaults live on the function, not the code)."""
+    names = [identifier(n) for n in code.co_varnames]
+    positional = names[: code.co_argcount]
+    keyword_only = names[code.co_argcount: code.co_argcount + code.co_kwonlyargcount]
+    rest = code.co_argcount + code.co_kwonlyargcount
+    star = []
+    if code.co_flags & 0x04:  # *args
+        star = ["*" + names[rest]]
+        rest += 1
+    elif keyword_only:
+        star = ["*"]
+    double = ["**" + names[rest]] if code.co_flags & 0x08 else []
+    return ", ".join(positional + star + keyword_only + double)
 
 
 def guard_source(source: str) -> str:
@@ -500,14 +504,15 @@ def entry_source(code, rewritten, guard, namer: Namer | None = None) -> str:
     where = f"{code.co_filename}:{code.co_firstlineno}"
     parts = []
     name = identifier(frame_name(code))
+    eager = rewritten.co_code == code.co_code
     if is_generated(code):
         parts.append(f"# resume function {frame_name(code)} ({where}), as dynacap made it:\n"
                      + resume_source(code, namer))
-        if rewritten.co_code == code.co_code:
-            parts.append(f"# {frame_name(code)} runs as it is (eagerly) when its guard holds")
-        else:
-            parts.append(f"# {frame_name(code)}, as captured (what runs when its guard holds):\n"
-                         + decompile(rewritten, namer, name=name + "__captured"))
+    if eager:
+        parts.append(f"# {frame_name(code)} ({where}) runs as it is (eagerly) when its guard holds")
+    elif is_generated(code):
+        parts.append(f"# {frame_name(code)}, as captured (what runs when its guard holds):\n"
+                     + decompile(rewritten, namer, name=name + "__captured"))
     else:
         parts.append(f"# {frame_name(code)} ({where}), rewritten (what runs when its guard holds):\n"
                      + decompile(rewritten, namer, name=name))

@@ -208,3 +208,27 @@ def test_dynacap_logs_code_prints_each_entry_as_python(caplog):
     text = "\n".join(r.getMessage() for r in caplog.records if r.name == "dynacap.code")
     assert "def one_break(x, y):" in text and "def one_break_resumed_at_line_" in text
     assert "def ___guard(L, G):" in text
+
+
+FUZZ_SEEDS = [0, 1, 2, 3, 5, 8, 13, 21, 34, 55, 88, 93, 105, 122, 128, 143]
+
+
+def test_code_of_generated_programs_is_python_with_no_unknown_instruction():
+    """Fuzz programs (tests/fuzz): comprehensions, keyword-only and variadic parameters, closures..."""
+    import types
+    import warnings
+
+    from tests.fuzz.grammar import ENTRY, generate
+    from tests.fuzz.inputs import make_args
+
+    for seed in FUZZ_SEEDS:
+        module = types.ModuleType(f"fuzz_{seed}")
+        exec(compile(generate(seed).source, f"<fuzz {seed}>", "exec"), module.__dict__)
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                out = dynacap.explain(module.__dict__[ENTRY])(**make_args(seed, 0))
+            except Exception:
+                continue  # a program that raises has no report
+        compile(out.code, f"seed {seed}", "exec")
+        assert not re.findall(r"^\s*# [A-Z_]{4,}\b", out.code, re.M), (seed, out.code)
