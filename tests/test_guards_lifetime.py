@@ -6,6 +6,7 @@ entry that held its model strongly would keep it (and its parameters) alive fore
 import gc
 import weakref
 
+import pytest
 import torch
 
 import dynacap
@@ -25,8 +26,17 @@ def _model(i: int) -> torch.nn.Module:
     return model
 
 
-def test_deleted_models_are_freed_without_reset():
+@pytest.mark.parametrize("shared", [True, False])
+def test_deleted_models_are_freed_without_reset(shared):
     refs, params = [], []
+    with dynacap.config.patch(share_graphs_across_instances=shared):
+        _capture_models(refs, params)
+    gc.collect()
+    assert sum(r() is not None for r in refs) <= 2
+    assert sum(p() is not None for p in params) <= 2  # the graphs holding them went with the entries
+
+
+def _capture_models(refs, params):
     for i in range(60):
         model = _model(i)
         x = torch.randn(2, 8)
@@ -34,11 +44,9 @@ def test_deleted_models_are_freed_without_reset():
         refs.append(weakref.ref(model))
         params.append(weakref.ref(model.fc.weight))
         del model
-    gc.collect()
-    assert sum(r() is not None for r in refs) <= 2
-    assert sum(p() is not None for p in params) <= 2  # the graphs holding them went with the entries
 
 
+@dynacap.config.patch(share_graphs_across_instances=False)  # entries per instance, held weakly
 def test_a_dead_models_entries_are_dropped_and_others_kept():
     a, b = _model(100), _model(100)
     forward = type(a).forward.__code__
