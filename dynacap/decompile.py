@@ -20,8 +20,16 @@ import dis
 import keyword
 import linecache
 import re
+import types
 
 from .errors import frame_name, is_generated
+
+#: Types the emitter loads as constants, by the name the ``types`` module gives them (``method`` is
+#: ``types.MethodType``).
+_TYPE_NAMES: dict = {}
+for _name, _value in vars(types).items():
+    if isinstance(_value, type) and not _name.startswith("_"):
+        _TYPE_NAMES.setdefault(_value, _name)
 
 _NULL = object()  # PUSH_NULL / the NULL half of LOAD_GLOBAL
 _SELF = object()  # the self half of LOAD_METHOD
@@ -68,7 +76,8 @@ class Namer:
         if isinstance(obj, type(identifier.__code__)):
             return self._remember(f"unhooked_{identifier(frame_name(obj))}", obj)
         if isinstance(obj, type):
-            return obj.__qualname__
+            name = _TYPE_NAMES.get(obj) or (obj.__qualname__ if obj.__module__ == "builtins" else None)
+            return self._remember(identifier(name or obj.__qualname__), obj)
         if getattr(obj, "__name__", None):
             return self._remember(identifier(obj.__name__), obj)
         return self._remember(f"{identifier(type(obj).__name__)}_object", obj)
@@ -257,9 +266,11 @@ class _Decompiler:
             parts = [stack.pop() for _ in range(ins.arg)][::-1]
             stack.append(" + ".join(parts) if parts else "''")
         elif op == "FORMAT_VALUE":
-            if ins.arg & 4:
-                stack.pop()
-            stack.append(f"format({stack.pop()})")
+            spec = stack.pop() if ins.arg & 4 else None
+            value = stack.pop()
+            convert = {1: "str", 2: "repr", 3: "ascii"}.get(ins.arg & 3)
+            value = f"{convert}({value})" if convert else value
+            stack.append(f"format({value}, {spec})" if spec is not None else f"format({value})")
         elif op in ("LIST_EXTEND", "SET_UPDATE", "DICT_UPDATE", "DICT_MERGE", "LIST_APPEND", "SET_ADD"):
             value = stack.pop()
             target = stack[-ins.arg]

@@ -49,13 +49,13 @@ def test_code_of_a_function_with_one_break_shows_frame_resume_and_guards():
     compile(out.code, "<explain code>", "exec")
 
 
-def _run_decompiled(fn, out, name, *args):
+def _run_decompiled(fn, out, name, *args, **kwargs):
     """The decompiled rewritten frame ``name``, executed with the objects its source names."""
-    source = out.code.split(f"def {name}(", 1)[1].split("\n\n", 1)[0]
+    source = out.code.split(f"\ndef {name}(", 1)[1].split("\n\n", 1)[0]
     namespace = dict(fn.__globals__)
     namespace.update(out.code_objects)
     exec(compile(f"def {name}(" + source, "<decompiled>", "exec"), namespace)
-    return namespace[name](*args)
+    return namespace[name](*args, **kwargs)
 
 
 def test_the_decompiled_rewritten_frame_runs_like_eager():
@@ -208,6 +208,25 @@ def test_dynacap_logs_code_prints_each_entry_as_python(caplog):
     text = "\n".join(r.getMessage() for r in caplog.records if r.name == "dynacap.code")
     assert "def one_break(x, y):" in text and "def one_break_resumed_at_line_" in text
     assert "def ___guard(L, G):" in text
+
+
+@pytest.mark.parametrize("name", [p[0] for p in PROGRAMS if p[0] != "eager_part_raises" and not p[1].__closure__])
+def test_every_break_programs_decompiled_frame_runs_like_eager(name):
+    """The decompiled rewritten frame, run with the objects it names, gives eager's result and printed text."""
+    from dynacap.decompile import identifier
+
+    _, fn, make = next(p for p in PROGRAMS if p[0] == name)
+    args, kwargs = make()
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        expected = fn(*args, **kwargs)
+    args, kwargs = make()
+    with contextlib.redirect_stdout(io.StringIO()):
+        out = dynacap.explain(fn)(*args, **kwargs)
+    args, kwargs = make()
+    with contextlib.redirect_stdout(io.StringIO()) as replayed:
+        got = _run_decompiled(fn, out, identifier(fn.__code__.co_name), *args, **kwargs)
+    assert_same(expected, got)
+    assert replayed.getvalue() == printed.getvalue()
 
 
 FUZZ_SEEDS = [0, 1, 2, 3, 5, 8, 13, 21, 34, 55, 88, 93, 105, 122, 128, 143]
