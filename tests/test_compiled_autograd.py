@@ -43,7 +43,8 @@ def hooked_mlp(log):
     model[0].weight.register_hook(lambda g: log.append("weight0 tensor hook") or g * 2)
     model[2].bias.register_post_accumulate_grad_hook(
         lambda p: log.append(f"bias2 post-accumulate {p.grad.sum().item():.5f}"))
-    model[2].register_full_backward_hook(lambda mod, gin, gout: log.append(f"layer2 full backward {gout[0].sum().item():.5f}"))
+    model[2].register_full_backward_hook(
+        lambda mod, gin, gout: log.append(f"layer2 full backward {gout[0].sum().item():.5f}"))
     return model
 
 
@@ -286,3 +287,33 @@ def test_hooks_of_a_branching_model_fire_in_eager_order():
     compiled = train(hooked_branches, steps=2, shapes=[(3, 8)] * 2, backend="eager")
     assert_same_training(eager, compiled)
     assert len(eager[0]) == 2 * (3 + 8 + 8) and compiled[2].captures == 1
+
+
+INTEROP = """
+import warnings, torch, torch._dynamo.compiled_autograd as torch_ca
+from dynacap import compiled_autograd
+warnings.simplefilter("ignore")
+lin, x = torch.nn.Linear(4, 4), torch.randn(3, 4)
+with torch_ca._enable(lambda gm: gm):   # torch's own compiled autograd meets these node types first
+    lin(x).sum().backward()
+expected = lin.weight.grad.clone()
+lin.zero_grad()
+with compiled_autograd.enable("eager") as stats:
+    lin(x).sum().backward()
+assert type(lin.weight.grad) is torch.Tensor and torch.equal(lin.weight.grad, expected)
+assert stats.captures == 0 and "another compiled autograd" in stats.fallbacks[0], stats.fallbacks
+print("ok")
+"""
+
+
+def test_node_types_bound_by_torch_compiled_autograd_run_eagerly():
+    """The engine binds each node type's formula once per process, to the first compiler that meets it."""
+    import os
+    import pathlib
+    import subprocess
+    import sys
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
+    proc = subprocess.run([sys.executable, "-c", INTEROP], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]

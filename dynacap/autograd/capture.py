@@ -145,6 +145,7 @@ class BackwardCapture:
         self.ops = _ops
         self.symbol_proxies: dict = {}
         self.node_name = ""
+        self.refused: str | None = None
 
     def close(self):
         self.stack.close()
@@ -214,7 +215,7 @@ class BackwardCapture:
         return fn_name
 
     def apply_functional(self, fn_name, grads, args, output_metadata):
-        return self.proxy_call(self.ops[fn_name], (grads, *args), output_metadata)
+        return self.proxy_call(self._op(fn_name), (grads, *args), output_metadata)
 
     def proxy_call(self, fn, args, output_metadata):
         proxy = self.tracer.create_proxy("call_function", fn, args=self._proxies(args), kwargs={})
@@ -223,7 +224,7 @@ class BackwardCapture:
         return result
 
     def validate_outputs(self, _, outputs, args, output_metadata):
-        proxy = self.tracer.create_proxy("call_function", self.ops["validate_outputs"],
+        proxy = self.tracer.create_proxy("call_function", self._op("validate_outputs"),
                                          args=self._proxies((outputs, *args)), kwargs={})
         self._bind(outputs, proxy)
         return outputs
@@ -269,10 +270,13 @@ class BackwardCapture:
         if has_post_hooks is None:
             raise RuntimeError("dynacap compiled autograd: the engine's AccumulateGrad protocol of another torch "
                                "release (no explicit current grad)")
-        if "accumulate_grad" not in self.ops:
-            self.ops["accumulate_grad"] = _Op("accumulate_grad", functools.partial(
-                accumulate_grad, self.ops["AccumulateGrad"]), traceable=False)
-        proxy = self.tracer.create_proxy("call_function", self.ops["accumulate_grad"],
+        op = self.ops.get("accumulate_grad")
+        if op is None:
+            accumulate = self._op("AccumulateGrad")
+            op = _Op("accumulate_grad", functools.partial(accumulate_grad, accumulate), traceable=False)
+            if accumulate.fn is not None:
+                self.ops["accumulate_grad"] = op
+        proxy = self.tracer.create_proxy("call_function", op,
                                          (self._proxy(variable), self._proxy(variable_grad), self._proxy(grad),
                                           has_post_hooks), {})
         with disable_proxy_modes_tracing():
@@ -313,7 +317,7 @@ class BackwardCapture:
         return [self._rebound(tensor, proxy)]
 
     def unpack_hook(self, hook_id, data_id):
-        """A saved-tensor hook's unpack (``saved_tensors_hooks``, non-reentrant checkpointing), run when its node runs."""
+        """A saved-tensor hook's unpack (``saved_tensors_hooks``, non-reentrant checkpointing), run with its node."""
         proxy = self.tracer.create_proxy("call_function", call_hook,
                                          (self.hooks_proxy[hook_id], self.packed_proxy[data_id]),
                                          {"hook_type": "unpack_hook"})
@@ -324,6 +328,8 @@ class BackwardCapture:
     # -- the end --------------------------------------------------------------------------------------------
     def end_capture(self, outputs):
         self.stack.close()
+        if self.refused:  # every node has been put back by now: the eager engine can still run the graph
+            raise Unsupported(self.refused)
         self.tracer.create_node("output", "output", (self.tracer.create_arg(self._proxy(outputs)),), {})
         graph = self.tracer.graph
         for node in graph.nodes:  # the fakes were stand-ins (allocate_dummy): their metadata is meaningless
@@ -339,6 +345,17 @@ class BackwardCapture:
         return program.run, program
 
     # -- helpers --------------------------------------------------------------------------------------------
+    def _op(self, name):
+        """The engine function bound as ``name``.  The engine binds each once per process, to the first
+        compiler that meets it: one bound to torch's own compiled autograd is unknown here.  Raising now would
+        leave the node's saved values swapped for fakes, so the capture goes on and ``end_capture`` refuses it."""
+        op = self.ops.get(name)
+        if op is None:
+            self.refused = (f"the autograd engine bound {name} to another compiled autograd (torch.compile's) "
+                            "earlier in this process")
+            op = _Op(name, None, traceable=True)
+        return op
+
     def _rebound(self, tensor, proxy):
         """A fresh fake for a value a hook may have replaced, bound to the hook's result."""
         if tensor is None:
