@@ -450,3 +450,27 @@ def _function_live_across_a_tensor_branch(x, k):
 def test_value_made_while_tracing_is_built_on_both_branch_outcomes(k):
     # Found by the fuzzer (seed 100756): the function was built only in the first outcome's code.
     run_differential(_function_live_across_a_tensor_branch, torch.ones(3), k)
+
+
+_TYPE_KEYED = {int: str}
+_NOTHING: dict = {}
+
+
+def _mro(cls):
+    return cls.__mro__
+
+
+def test_a_break_inside_a_resume_functions_prefix_is_resumed():
+    """Each iteration breaks (a dict with type keys is read eagerly) in the frame resumed by the last one:
+    the resume of a resume function must not reuse its stack arguments' names (T3: UnboundLocalError)."""
+    def f(a):
+        for superclass in _mro(type(a)):
+            conv = _NOTHING.get(superclass)
+            if conv is None:
+                conv = _TYPE_KEYED.get(superclass)
+            if conv is not None:
+                return conv(a)
+        return None
+
+    run_differential(f, 3)
+    run_differential(f, True)

@@ -22,6 +22,7 @@ continuation as one graph.
 from __future__ import annotations
 
 import dis
+import itertools
 import types
 import weakref
 
@@ -115,22 +116,27 @@ def _build_resume(original: types.CodeType, offset: int, layout: tuple, live: tu
     assert insert_at is not None
     body.insert(insert_at, target)
 
+    # The stack arguments' names must not be names of the code's own: resuming a resume function
+    # (whose prefix reads its ``___stack0``...) would otherwise pass two arguments of one name.
+    taken = set(original.co_varnames) | set(original.co_cellvars) | set(original.co_freevars) | set(live)
+    names = (n for n in (stack_arg(i) for i in itertools.count()) if n not in taken)
+    stack_names = [next(names) for slot in layout if slot in (ARG, ITER)]
     prefix: list = []
     n_args = 0
     for slot in layout:
         if slot == NULL:
             prefix.append(Instr("PUSH_NULL"))
         elif slot == ARG:
-            prefix.append(Instr("LOAD_FAST", stack_arg(n_args)))
+            prefix.append(Instr("LOAD_FAST", stack_names[n_args]))
             n_args += 1
         elif slot == ITER:
-            prefix.extend([Instr("LOAD_FAST", stack_arg(n_args)), Instr("GET_ITER")])
+            prefix.extend([Instr("LOAD_FAST", stack_names[n_args]), Instr("GET_ITER")])
             n_args += 1
         else:
             prefix.extend([Instr("PUSH_NULL"), Instr("LOAD_CONST", slot), Instr("PRECALL", 0), Instr("CALL", 0),
                            Instr("BEFORE_WITH"), Instr("POP_TOP")])
     # The stack arguments are consumed: the frame's locals (``locals()``, ``f_locals``) are the original's.
-    prefix.extend(Instr("DELETE_FAST", stack_arg(i)) for i in range(n_args))
+    prefix.extend(Instr("DELETE_FAST", name) for name in stack_names)
     prefix.append(Instr("JUMP_FORWARD", target))
     for instr in prefix:
         instr.lineno = lineno
@@ -139,7 +145,7 @@ def _build_resume(original: types.CodeType, offset: int, layout: tuple, live: tu
     body[resume_at + 1:resume_at + 1] = prefix
 
     # Live locals first (in the original's order): zero-argument super() reads the first local.
-    argnames = list(live) + [stack_arg(i) for i in range(n_args)]
+    argnames = list(live) + stack_names
     new = Bytecode(body)
     new.argnames = argnames
     new.argcount = len(argnames)
