@@ -232,22 +232,41 @@ def test_every_break_programs_decompiled_frame_runs_like_eager(name):
 FUZZ_SEEDS = [0, 1, 2, 3, 5, 8, 13, 21, 34, 55, 88, 93, 105, 122, 128, 143]
 
 
-def test_code_of_generated_programs_is_python_with_no_unknown_instruction():
-    """Fuzz programs (tests/fuzz): comprehensions, keyword-only and variadic parameters, closures..."""
+def test_code_of_generated_programs_is_python_and_runs_like_eager():
+    """Fuzz programs (tests/fuzz): comprehensions, keyword-only and variadic parameters, closures, side
+    effects on globals and arguments.  The decompiled top frame runs (in a fresh copy of the program's
+    module) with eager's result, printed text and writes to its ``buf`` argument."""
     import types
     import warnings
 
     from tests.fuzz.grammar import ENTRY, generate
     from tests.fuzz.inputs import make_args
 
-    for seed in FUZZ_SEEDS:
+    def fresh(seed):
         module = types.ModuleType(f"fuzz_{seed}")
         exec(compile(generate(seed).source, f"<fuzz {seed}>", "exec"), module.__dict__)
-        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        return module
+
+    ran = 0
+    for seed in FUZZ_SEEDS:
+        eager_args = make_args(seed, 0)
+        with contextlib.redirect_stdout(io.StringIO()) as printed:
             try:
-                out = dynacap.explain(module.__dict__[ENTRY])(**make_args(seed, 0))
+                expected = fresh(seed).__dict__[ENTRY](**eager_args)
             except Exception:
                 continue  # a program that raises has no report
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = dynacap.explain(fresh(seed).__dict__[ENTRY])(**make_args(seed, 0))
         compile(out.code, f"seed {seed}", "exec")
         assert not re.findall(r"^\s*# [A-Z_]{4,}\b", out.code, re.M), (seed, out.code)
+        if f"\ndef {ENTRY}(" not in out.code:
+            continue  # the frame runs as it is
+        module = fresh(seed)
+        args = make_args(seed, 0)
+        with contextlib.redirect_stdout(io.StringIO()) as replayed:
+            got = _run_decompiled(module.__dict__[ENTRY], out, ENTRY, **args)
+        assert_same(expected, got, path=f"seed {seed}")
+        assert replayed.getvalue() == printed.getvalue() and args["buf"].getvalue() == eager_args["buf"].getvalue()
+        ran += 1
+    assert ran >= 10
