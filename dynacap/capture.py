@@ -287,6 +287,11 @@ class CaptureContext:
         blog = logs.get("bytecode")
         if blog.isEnabledFor(logging.DEBUG):
             blog.debug("bytecode of %s:\n%s", frame_name(code), side_by_side(code, new_code))
+        clog = logs.get("code")
+        if clog.isEnabledFor(logging.DEBUG):
+            from .decompile import entry_source
+
+            clog.debug("code of %s:\n%s", frame_name(code), entry_source(code, new_code, guard.fn))
 
 
 def _drop_entry(code, guard_fn, _dead) -> None:

@@ -23,6 +23,10 @@ _STDLIB_DIRS = tuple(
 )
 _SITE_DIRS = tuple(os.path.abspath(p) + os.sep for p in {sysconfig.get_paths()["purelib"],
                                                          sysconfig.get_paths()["platlib"]})
+#: Libraries torch's compilers run (shape reasoning, kernel caches, code templates), for example while
+#: a backward compiled lazily runs at a graph break: never user programs to capture.
+_TORCH_DEPENDENCY_DIRS = tuple(os.path.join(site, name) + os.sep for site in _SITE_DIRS
+                               for name in ("sympy", "mpmath", "filelock", "triton", "networkx", "jinja2"))
 
 
 def is_skipped_file(filename: str) -> bool:
@@ -31,7 +35,7 @@ def is_skipped_file(filename: str) -> bool:
     path = os.path.abspath(filename)
     if path.startswith(_DYNACAP_DIR) and not path.startswith(_HARNESS_DIR):
         return True
-    if path.startswith(_TORCH_DIR):
+    if path.startswith(_TORCH_DIR) or path.startswith(_TORCH_DEPENDENCY_DIRS):
         return True
     if path.startswith(_STDLIB_DIRS) and not path.startswith(_SITE_DIRS):
         return True
