@@ -317,3 +317,44 @@ def test_node_types_bound_by_torch_compiled_autograd_run_eagerly():
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])))
     proc = subprocess.run([sys.executable, "-c", INTEROP], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
+
+
+class ScaleWithStash(torch.autograd.Function):
+    """A Python Function whose backward reads a saved tensor, a constant and a tensor stashed on ctx."""
+
+    @staticmethod
+    def forward(ctx, x, k):
+        ctx.k, ctx.stash = k, x * 2
+        ctx.save_for_backward(x)
+        return x * k
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * ctx.k + ctx.stash * 0.5 + x, None
+
+
+def test_python_function_retain_grad_inputs_and_allow_unused():
+    def run():
+        torch.manual_seed(0)
+        w, b = torch.randn(4, 4, requires_grad=True), torch.randn(4, requires_grad=True)
+        x, unused = torch.randn(3, 4), torch.randn(2, requires_grad=True)
+        out = []
+        for k in (2.0, 3.0):  # the stashed constant changes: read from the real ctx on every backward
+            h = x @ w
+            h.retain_grad()
+            y = ScaleWithStash.apply(h, k) + b
+            loss = y.pow(2).sum()
+            loss.backward(inputs=[w, h], retain_graph=True)
+            out += [w.grad.clone(), h.grad.clone(), b.grad]
+            loss.backward(retain_graph=True)
+            out += [w.grad.clone(), b.grad.clone()]
+            out += list(torch.autograd.grad(y.sum(), [w, b, unused], allow_unused=True))
+            w.grad = b.grad = None
+        return out
+
+    expected = run()
+    with compiled_autograd.enable("aot_eager") as stats:
+        actual = run()
+    assert_same(expected, actual)
+    assert stats.fallbacks == [] and stats.captures == 3
