@@ -367,3 +367,17 @@ def test_module_stacks_and_call_graph_are_torch_exports_and_unflatten_rebuilds_t
     assert [e.fqn for e in ours.module_call_graph] == [e.fqn for e in theirs.module_call_graph]
     rebuilt = torch.export.unflatten(ours)
     assert_same(m(x), rebuilt(x))
+
+
+class Holder:
+    def __init__(self, t):
+        self.t = t
+
+
+def reads_a_holder(x, holder):
+    return x + holder.t
+
+
+def test_a_tensor_inside_an_unflattenable_argument_is_refused_not_baked_in():
+    with pytest.raises(ExportError, match="held by a Holder argument"):
+        export(reads_a_holder, (torch.randn(3), Holder(torch.randn(3))))

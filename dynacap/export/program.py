@@ -130,11 +130,17 @@ def build_program(captured: Captured, root: torch.nn.Module, args: tuple, kwargs
             inputs.by_tensor[id(tensor)] = node
         return node
 
+    hidden = _tensors_inside_objects([leaf for _, leaf in flat])
     for ph, value in zip(old, runtime):
         if isinstance(value, torch.Tensor) and id(value) in inputs.by_tensor:
             val_map[ph] = inputs.by_tensor[id(value)]
         elif isinstance(value, torch.Tensor) and id(value) in leaf_index:
             continue  # a user input: placed below
+        elif isinstance(value, torch.Tensor) and id(value) in hidden:
+            raise ExportError([BreakReason(
+                f"an input tensor is held by a {hidden[id(value)]} argument, which torch's pytree cannot "
+                "flatten: the program would keep this call's tensor as a constant (register the class with "
+                "torch.utils._pytree.register_pytree_node, or pass the tensor itself)")])
         elif isinstance(value, torch.Tensor):
             val_map[ph] = lift_constant(value, ph.meta.get("val"))
         else:
@@ -203,6 +209,29 @@ def build_program(captured: Captured, root: torch.nn.Module, args: tuple, kwargs
         constants=inputs.constants,
         verifiers=[TrainingIRVerifier],
     )
+
+
+def _tensors_inside_objects(leaves, depth: int = 3) -> dict:
+    """id -> holder type name, for tensors reachable through the attributes of non-tensor argument leaves."""
+    found: dict = {}
+
+    def visit(obj, holder: str, level: int) -> None:
+        if isinstance(obj, torch.Tensor):
+            found.setdefault(id(obj), holder)
+        elif level < depth and isinstance(obj, (list, tuple, set, frozenset)):
+            for item in obj:
+                visit(item, holder, level + 1)
+        elif level < depth and isinstance(obj, dict):
+            for item in obj.values():
+                visit(item, holder, level + 1)
+        elif level < depth and isinstance(getattr(obj, "__dict__", None), dict):
+            for item in vars(obj).values():
+                visit(item, holder, level + 1)
+
+    for leaf in leaves:
+        if not isinstance(leaf, torch.Tensor):
+            visit(leaf, type(leaf).__name__, 0)
+    return found
 
 
 def _leaf_name(arg_names: list[str], path) -> str:
