@@ -28,7 +28,7 @@ class Captured:
     """One run's capture: the torch-level graph, its ATen lowering, and the real values around it."""
 
     gm: object
-    lowered: Lowered
+    lowered: Lowered | None  # None: not lowered (the run had already broken)
     example_inputs: list
     graph_inputs: list = field(default_factory=list)
     graph_outputs: tuple = ()
@@ -47,13 +47,20 @@ class _ExportContext(CaptureContext):
 
 
 class _ExportBackend:
-    """Lowers each graph it is given and returns a runner that notes its real inputs and outputs."""
+    """Lowers each graph it is given and returns a runner that notes its real inputs and outputs.
 
-    def __init__(self):
+    Once the run has broken, export fails anyway: later graphs only run (the breaks are listed).
+    """
+
+    def __init__(self, record: CaptureRecord):
+        self.record = record
         self.captured: list[Captured] = []
         self.failures: list[LoweringError] = []
 
     def __call__(self, gm, example_inputs):
+        if self.record.break_reasons:
+            self.captured.append(Captured(gm, None, []))
+            return gm.forward
         try:
             lowered = lower(gm, list(example_inputs))
         except LoweringError as e:
@@ -72,8 +79,8 @@ class _ExportBackend:
 
 def capture_once(call, args: tuple, kwargs: dict, names: ModuleNames, dynamic) -> Captured:
     """Run ``call(*args, **kwargs)`` once under capture; the one graph it made, or ``ExportError``."""
-    backend = _ExportBackend()
     record = CaptureRecord()
+    backend = _ExportBackend(record)
     ctx = _ExportContext(backend, names, dynamic, record)
     try:
         with backend_choice_off():
