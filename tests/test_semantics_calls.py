@@ -3,6 +3,8 @@ import functools
 
 import torch
 
+import dynacap
+
 from differential import run_differential
 
 
@@ -68,3 +70,21 @@ def test_in_over_user_objects_and_sets_is_captured():
 
     diff = run_differential(f, torch.randn(2), "x")
     assert diff.compiles_first == 1
+
+
+def test_is_compiling_is_true_while_capturing_as_under_torch_compile():
+    """Libraries take their compiler path under dynacap too (the answer torch.compile gives, not eager's)."""
+    import torch._dynamo
+
+    def f(x):
+        if torch.compiler.is_compiling():
+            return x + 1
+        return x - 1
+
+    x = torch.zeros(2)
+    torch._dynamo.reset()
+    expected = torch.compile(f, backend="eager")(x)
+    out = dynacap.explain(f)(x)
+    assert out.graph_count == 1 and out.graph_break_count == 0
+    assert torch.equal(dynacap.optimize(f, backend="eager", fullgraph=True)(x), expected)
+    assert torch.equal(f(x), x - 1)  # outside capture: False

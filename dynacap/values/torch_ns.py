@@ -24,6 +24,10 @@ _CAPTURE_TIME = {
     torch.get_default_dtype,
     torch.is_inference_mode_enabled,
 }
+#: Questions libraries ask to take the path meant for compilers (skip host-side checks, avoid
+#: data-dependent Python): answered as a compiler, while capturing.  Code that runs eagerly at a
+#: graph break gets torch's own answer.
+_COMPILING = {torch.compiler.is_compiling: True}
 #: Torch callables with effects outside the graph.
 _EFFECTFUL = {torch.manual_seed, torch.set_grad_enabled, torch.set_default_dtype, torch.save, torch.load}
 
@@ -79,6 +83,8 @@ class TorchValue(Value):
         fn = self.obj
         if isinstance(fn, types.ModuleType):
             raise GraphBreak(f"{self.describe()} is not callable")
+        if fn in _COMPILING and not args and not kwargs:
+            return ConstantValue(_COMPILING[fn])
         if fn in _CAPTURE_TIME:
             # The frame's initial grad mode is always guarded; inside the trace the mode follows
             # the captured with-blocks, so the answer needs no guard of its own.
