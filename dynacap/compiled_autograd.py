@@ -10,7 +10,9 @@ whatever graph breaks the forward had, and hooks registered in between.
 torch's autograd engine walks the graph and lifts tensors, sizes and hooks;
 ``autograd/capture.py`` records the graph; ``autograd/program.py`` runs it.
 The engine caches one program per graph structure (node types, sizes that
-stay the same), so the second backward of the same structure reuses it.
+stay the same), so the second backward of the same structure reuses it; the
+program compiles its pure stretches once per backend (that of the
+innermost ``enable`` block it runs in).
 
 Exact or eager: hooks run at run time on every backward in the engine's
 order, and what cannot be captured faithfully runs on the eager engine with
@@ -18,6 +20,10 @@ a reason logged on ``dynacap.compiled_autograd`` and kept in
 ``stats.fallbacks``: ``create_graph=True``, batched grads, user saved-tensor
 hooks, reentrant checkpointing, anomaly detection, and a backward started
 while another runs.
+
+torch's own compiled autograd (``torch._dynamo.config.compiled_autograd``)
+shares the engine: its cached programs answer in ``enable`` blocks until
+``reset()``, and node types it met first in the process run eagerly here.
 
 This is the one engine module that uses the autograd engine's C++ entry
 point ``torch._C._dynamo.compiled_autograd`` (the written exception to the
@@ -62,7 +68,11 @@ class _State(threading.local):
 
 _state = _State()
 _active: list[Stats] = []  # the enable blocks entered, innermost last (the engine's compiler is process-wide)
-_cache_backend: list = [None]  # the backend whose programs the engine's cache holds
+
+
+def _current():
+    """The innermost ``enable`` block's (backend, stats): what a cached program compiles its segments with."""
+    return (_active[-1].backend, _active[-1]) if _active else None
 
 
 @contextlib.contextmanager
@@ -80,11 +90,8 @@ def enable(backend="inductor"):
     def make_program(gm):
         stats.captures += 1
         stats.backward_graphs.append(gm)
-        return BackwardProgram(gm, compiler, stats)
+        return BackwardProgram(gm, compiler, stats, _current)
 
-    if _cache_backend[0] is not compiler:
-        _engine.clear_cache()  # programs compiled by another backend must not answer for this one
-        _cache_backend[0] = compiler
     prior = _engine.set_autograd_compiler(functools.partial(BackwardCapture, make_program, _engine), False)
     _active.append(stats)
     _patch_entry_points()
@@ -99,9 +106,8 @@ def enable(backend="inductor"):
 
 
 def reset() -> None:
-    """Forget every captured backward program (the engine's cache)."""
+    """Forget every captured backward program (the engine's cache, shared with torch's compiled autograd)."""
     _engine.clear_cache()
-    _cache_backend[0] = None
 
 
 @contextlib.contextmanager

@@ -4,7 +4,9 @@
 into steps, in the engine's order: a *segment* (a maximal stretch of pure
 nodes: C++ formulas, gradient sums) is lowered to ATen by ``make_fx`` and
 compiled by the backend the first time it runs with given input metadata
-and lifted sizes (``Segment.variants``, the segment's own guard); an
+and lifted sizes (``Segment.variants``, the segment's own guard; per
+backend: the engine's cache of programs is keyed by graph structure only,
+so the backend is the one of the ``enable`` block the backward runs in); an
 *opaque* node (a hook, a Python backward, ``AccumulateGrad``) runs in
 Python every time.  ``AccumulateGrad`` of a leaf without post-accumulate
 hooks may wait until the segment it follows has run: only pure nodes sit
@@ -48,7 +50,7 @@ class PythonStep:
 class Segment:
     """A stretch of pure nodes, compiled by the backend per input metadata (``variants``)."""
 
-    def __init__(self, nodes, backend, record):
+    def __init__(self, nodes):
         self.nodes = nodes
         members = set(nodes)
         inputs: dict = {}
@@ -58,20 +60,19 @@ class Segment:
                     inputs.setdefault(arg, None)
         self.inputs = list(inputs)
         self.outputs = [n for n in nodes if any(u not in members for u in n.users)]
-        self.backend = backend
-        self.record = record
-        self.variants: dict = {}
+        self.variants: dict = {}  # backend -> input key -> (compiled, output leaves, output spec)
 
-    def run(self, env):
+    def run(self, env, backend, record):
         leaves, spec = pytree.tree_flatten([env[n] for n in self.inputs])
         key = tuple(_leaf_key(leaf) for leaf in leaves)
-        variant = self.variants.get(key)
+        variants = self.variants.setdefault(backend, {})
+        variant = variants.get(key)
         if variant is None:
-            if len(self.variants) >= MAX_VARIANTS:
+            if len(variants) >= MAX_VARIANTS:
                 results = self._interpret([env[n] for n in self.inputs])
                 env.update(zip(self.outputs, results))
                 return
-            variant = self.variants[key] = self._compile(leaves, spec)
+            variant = variants[key] = self._compile(leaves, spec, backend, record)
         compiled, out_leaves, out_spec = variant
         tensors = compiled(*[leaf for leaf in leaves if isinstance(leaf, torch.Tensor)])
         it = iter(tensors)
@@ -84,7 +85,7 @@ class Segment:
             env[node] = _evaluate(node, env)
         return [env[n] for n in self.outputs]
 
-    def _compile(self, leaves, spec):
+    def _compile(self, leaves, spec, backend, record):
         """Lower the segment to ATen for these inputs (non-tensor leaves are constants of the key), then compile."""
         from torch.fx.experimental.proxy_tensor import make_fx
 
@@ -101,9 +102,9 @@ class Segment:
 
         example = [leaves[i] for i in positions]
         gm = make_fx(lowered, tracing_mode="fake")(*example)
-        if self.record is not None:
-            self.record.graphs.append(gm)
-        compiled = self.backend(gm, example)
+        if record is not None:
+            record.graphs.append(gm)
+        compiled = backend(gm, example)
         return compiled, shape[0], shape[1]
 
 
@@ -124,27 +125,37 @@ def _leaf_key(leaf):
 
 
 class BackwardProgram:
-    """The steps of one captured backward; ``run`` is the engine's runtime wrapper (called on every backward)."""
+    """The steps of one captured backward; ``run`` is the engine's runtime wrapper (called on every backward).
 
-    def __init__(self, gm: torch.fx.GraphModule, backend, record=None):
+    ``current()`` gives the ``(backend, record)`` to compile segments with when it runs; ``None`` (the
+    engine's compiled autograd switched on by someone else, who hit this cached program) means the ones
+    it was captured with.
+    """
+
+    def __init__(self, gm: torch.fx.GraphModule, backend, record, current):
         self.gm = gm
-        self.steps = plan(gm, backend, record)
+        self.backend, self.record, self.current = backend, record, current
+        self.steps = plan(gm)
         nodes = list(gm.graph.nodes)
         self.placeholders = nodes[:5]
         self.output = nodes[-1]
 
     def run(self, _compiled, inputs, sizes, scalars, hooks, packed_data):
         env = dict(zip(self.placeholders, (inputs, sizes, scalars, hooks, packed_data)))
+        backend, record = self.current() or (self.backend, self.record)
         with torch.no_grad():  # the eager engine runs formulas and hooks with grad mode off (no create_graph)
             for step in self.steps:
-                step.run(env)
+                if type(step) is Segment:
+                    step.run(env, backend, record)
+                else:
+                    step.run(env)
         return [env[n] if isinstance(n, torch.fx.Node) else n for n in self.output.args[0]]
 
     def __call__(self, *args):
         return self.run(self, *args)
 
 
-def plan(gm, backend, record) -> list:
+def plan(gm) -> list:
     """The graph's nodes as steps, in graph order (the engine's), pure stretches merged into segments."""
     steps: list = []
     pending: list = []
@@ -153,7 +164,7 @@ def plan(gm, backend, record) -> list:
 
     def flush():
         if pending:
-            steps.append(Segment(list(pending), backend, record))
+            steps.append(Segment(list(pending)))
             pending.clear()
             pending_set.clear()
         steps.extend(waiting)
