@@ -27,8 +27,7 @@ def optimize(fn_or_module=None, *, backend="inductor", fullgraph: bool = False, 
     # Checked before anything is wrapped, so a bad mode fails at the decorator line.
     compiler = configured(backend, mode, options)
     if fn_or_module is None:
-        return functools.partial(optimize, backend=backend, fullgraph=fullgraph, dynamic=dynamic, mode=mode,
-                                 options=options)
+        return functools.partial(optimize, backend=compiler, fullgraph=fullgraph, dynamic=dynamic)
     # Wrappers with the same backend and options share one context, and so its cache entries.
     ctx = CaptureContext.shared(compiler, fullgraph=fullgraph, dynamic=dynamic)
     if isinstance(fn_or_module, torch.nn.Module):

@@ -99,3 +99,13 @@ def test_inductor_runs_with_an_option():
     x = torch.randn(16)
     captured = dynacap.optimize(scaled, options={"epilogue_fusion": False})
     torch.testing.assert_close(captured(x), scaled(x))
+
+
+def test_decorator_form_warns_once_and_shares_the_context():
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        decorate = dynacap.optimize(mode="reduce-overhead")
+        captured = decorate(scaled)
+    if not torch.cuda.is_available():
+        assert len([w for w in seen if "falls back" in str(w.message)]) == 1
+    assert captured._dynacap_ctx is dynacap.optimize(scaled, mode="reduce-overhead")._dynacap_ctx
