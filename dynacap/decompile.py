@@ -71,7 +71,7 @@ class Namer:
         if graph is not None:
             return self._remember(graph, obj)
         code = getattr(obj, "__code__", None)
-        if code is not None:
+        if isinstance(code, type(identifier.__code__)):  # not ``types.FunctionType.__code__`` (a descriptor)
             return self._remember(identifier(frame_name(code)), obj)
         if isinstance(obj, type(identifier.__code__)):
             return self._remember(f"unhooked_{identifier(frame_name(obj))}", obj)

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 
 from . import hook
 from .capture import CaptureContext, CaptureRecord
+from .errors import frame_name
 
 
 @dataclass
@@ -137,7 +138,11 @@ def _entries_source(ctx: CaptureContext, record: CaptureRecord) -> tuple[str, di
             continue
         for guard, rewritten, owner in hook.cache_entries(code):
             if owner is ctx.callback:
-                parts.append(entry_source(code, rewritten, guard, namer))
+                try:
+                    parts.append(entry_source(code, rewritten, guard, namer))
+                except Exception as e:  # the readable source is a view: it never fails the explain
+                    parts.append(f"# {frame_name(code)}: its rewritten code could not be shown as Python "
+                                 f"({type(e).__name__}: {e})")
     return "\n\n".join(parts), namer.used
 
 

@@ -882,3 +882,26 @@ def test_a_nested_item_of_a_tuple_is_guarded_through_its_path():
     probe.check(x)
     assert probe.backend.compiles == 2
     PAIR[1][0] = 1
+
+
+def test_hasattr_on_a_module_is_guarded():
+    class Maybe(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(2, 2)
+
+        def forward(self, x):
+            if hasattr(self, "extra"):
+                return self.lin(x) + self.extra
+            return self.lin(x)
+
+    model = Maybe()
+    assert dynacap.explain(model)(t(1, 2)).graph_break_count == 0
+    probe = module_probe(model)
+    probe.check(t(1, 2))
+    model.extra = 5.0  # now present: recompile, and the eager answer
+    probe.check(t(1, 2))
+    assert probe.compiles == 2
+    other = Maybe()  # another instance without it: the first entry again
+    assert_same(other(t(1, 2)), dynacap.optimize(other, backend=probe.backend)(t(1, 2)))
+    assert probe.compiles == 2

@@ -26,16 +26,30 @@ def has_attribute(tx, value, name: str) -> bool | None:
                 raise
             return False
         return True
+    from ..values.module import ModuleValue
+
+    if isinstance(value, ModuleValue):
+        return _module_has(tx, value, name)
     try:
         obj = value.real_object()
     except GraphBreak:
         if value.is_constant():
             return hasattr(value.as_constant(), name)
         return None
-    import torch
-
-    if isinstance(obj, torch.nn.Module):
-        d = obj.__dict__
-        return (name in d.get("_parameters", {}) or name in d.get("_buffers", {}) or name in d.get("_modules", {})
-                or name in d or hasattr(type(obj), name))
     return hasattr(obj, name) if (value.source is not None or value.is_constant()) else None
+
+
+def _module_has(tx, value, name: str) -> bool:
+    """``hasattr(module, name)`` from the module's own dicts and its class (``nn.Module.__getattr__``'s rule),
+    guarded by the same test at run time (the module may be another instance, or change later)."""
+    m = value.module
+    d = m.__dict__
+    own = (name in d.get("_parameters", {}) or name in d.get("_buffers", {}) or name in d.get("_modules", {})
+           or name in d)
+    if value.source is not None:
+        n = repr(name)
+        tx.guards.add("EQUALS_MATCH", value.source,
+                      f"({n} in {{s}}._parameters or {n} in {{s}}._buffers or {n} in {{s}}._modules "
+                      f"or {n} in {{s}}.__dict__) is {own}",
+                      f"hasattr({value.source.expr()}, {n}) is {own} (its own attributes)")
+    return own or hasattr(type(m), name)
