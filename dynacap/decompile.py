@@ -80,6 +80,8 @@ class Namer:
             return self._remember(identifier(name or obj.__qualname__), obj)
         if getattr(obj, "__name__", None):
             return self._remember(identifier(obj.__name__), obj)
+        if isinstance(obj, dict) and isinstance(obj.get("__name__"), str):  # a module's globals
+            return self._remember(f"globals_of_{identifier(obj['__name__'])}", obj)
         return self._remember(f"{identifier(type(obj).__name__)}_object", obj)
 
     def _graph_name(self, obj) -> str | None:
@@ -241,8 +243,7 @@ class _Decompiler:
             for flag in (8, 4, 2, 1):  # closure, annotations, kwdefaults, defaults
                 if ins.arg & flag:
                     stack.pop()
-            self.namer.used.setdefault("FunctionType", type(identifier))
-            stack.append(f"FunctionType({code}, globals())")
+            stack.append(f"{self.namer.name(types.FunctionType)}({code}, globals())")
         elif op in ("BUILD_TUPLE", "BUILD_LIST", "BUILD_SET"):
             items = [stack.pop() for _ in range(ins.arg)][::-1]
             if op == "BUILD_TUPLE":

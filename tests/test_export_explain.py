@@ -270,3 +270,22 @@ def test_code_of_generated_programs_is_python_and_runs_like_eager():
         assert replayed.getvalue() == printed.getvalue() and args["buf"].getvalue() == eager_args["buf"].getvalue()
         ran += 1
     assert ran >= 10
+
+
+def makes_a_function(x):
+    def scale(z, k=2):
+        return z * k
+
+    return scale, x + 1
+
+
+def test_a_frame_that_builds_a_function_decompiles_and_runs():
+    """The rewritten frame loads ``types.FunctionType`` (a type whose ``__code__`` is a descriptor)."""
+    x = torch.randn(3)
+    out = dynacap.explain(makes_a_function)(x)
+    assert "FunctionType(unhooked_scale, globals_of_" in out.code
+    scale, y = _run_decompiled(makes_a_function, out, "makes_a_function", x)
+    expected_scale, expected_y = makes_a_function(x)
+    assert_same(expected_y, y)
+    assert_same(expected_scale(y), scale(y))
+    assert scale.__name__ == "scale" and scale.__defaults__ == (2,)
