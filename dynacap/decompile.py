@@ -511,8 +511,19 @@ def _split_top_level(text: str, sep: str) -> list[str]:
 
 
 def entry_source(code, rewritten, guard, namer: Namer | None = None) -> str:
-    """One cache entry as Python: the resume function (if ``code`` is one), its rewritten code, its guard."""
-    namer = namer or Namer()
+    """One cache entry as Python: the resume function (if ``code`` is one), its rewritten code, its guard.
+
+    Never raises (logs and ``explain`` call it while capturing or reporting): code it cannot show is
+    named in a comment instead.
+    """
+    try:
+        return _entry_source(code, rewritten, guard, namer or Namer())
+    except Exception as e:
+        return (f"# {frame_name(code)}: its rewritten code could not be shown as Python "
+                f"({type(e).__name__}: {e})")
+
+
+def _entry_source(code, rewritten, guard, namer: Namer) -> str:
     where = f"{code.co_filename}:{code.co_firstlineno}"
     parts = []
     name = identifier(frame_name(code))

@@ -5,7 +5,6 @@ from dataclasses import dataclass, field
 
 from . import hook
 from .capture import CaptureContext, CaptureRecord
-from .errors import frame_name
 
 
 @dataclass
@@ -138,11 +137,7 @@ def _entries_source(ctx: CaptureContext, record: CaptureRecord) -> tuple[str, di
             continue
         for guard, rewritten, owner in hook.cache_entries(code):
             if owner is ctx.callback:
-                try:
-                    parts.append(entry_source(code, rewritten, guard, namer))
-                except Exception as e:  # the readable source is a view: it never fails the explain
-                    parts.append(f"# {frame_name(code)}: its rewritten code could not be shown as Python "
-                                 f"({type(e).__name__}: {e})")
+                parts.append(entry_source(code, rewritten, guard, namer))  # never raises
     return "\n\n".join(parts), namer.used
 
 

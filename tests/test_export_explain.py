@@ -289,3 +289,15 @@ def test_a_frame_that_builds_a_function_decompiles_and_runs():
     assert_same(expected_y, y)
     assert_same(expected_scale(y), scale(y))
     assert scale.__name__ == "scale" and scale.__defaults__ == (2,)
+
+
+def test_code_that_cannot_be_shown_is_named_not_raised(monkeypatch):
+    from dynacap import decompile
+
+    def refuses(*args, **kwargs):
+        raise RuntimeError("an opcode shape it does not know")
+
+    monkeypatch.setattr(decompile, "decompile", refuses)
+    out = dynacap.explain(fully_captured)(torch.randn(4))
+    assert out.graph_count == 1
+    assert "fully_captured: its rewritten code could not be shown as Python (RuntimeError" in out.code
