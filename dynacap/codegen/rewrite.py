@@ -71,28 +71,18 @@ def emit_side_effects(cg: Emitter, side_effects: list[SideEffect], eager_code_fo
         if effect.kind == "container":
             _emit_container_update(cg, effect.value)
             continue
-        if effect.kind == "delattr":
+        deleting = effect.kind in ("delattr", "delete_global")
+        if not deleting:
+            effect.value.reconstruct(cg)
+        if effect.kind in ("setattr", "delattr"):
             effect.target.reconstruct(cg)
-            cg.append("DELETE_ATTR", effect.name)
-            continue
-        if effect.kind == "delete_global":
-            if effect.own_globals:
-                cg.append("DELETE_GLOBAL", effect.name)
-            else:
-                cg.load_const(effect.target)
-                cg.load_const(effect.name)
-                cg.append("DELETE_SUBSCR")
-            continue
-        effect.value.reconstruct(cg)
-        if effect.kind == "setattr":
-            effect.target.reconstruct(cg)
-            cg.append("STORE_ATTR", effect.name)
+            cg.append("DELETE_ATTR" if deleting else "STORE_ATTR", effect.name)
         elif effect.own_globals:
-            cg.append("STORE_GLOBAL", effect.name)
+            cg.append("DELETE_GLOBAL" if deleting else "STORE_GLOBAL", effect.name)
         else:
             cg.load_const(effect.target)
             cg.load_const(effect.name)
-            cg.append("STORE_SUBSCR")
+            cg.append("DELETE_SUBSCR" if deleting else "STORE_SUBSCR")
 
 
 def _reads_inside(source: Source) -> bool:

@@ -71,6 +71,17 @@ class FrameItems:
             self.tx.guards.add("LENGTH", self.source, f"len({{s}}) > {i}")
 
 
+def build_tuple_of(cg, cls: type, items: list) -> None:
+    """Emit ``cls((item, ...))``: a tuple subclass (a named result, ``torch.Size``) rebuilt from its items."""
+    cg.append("PUSH_NULL")
+    cg.load_const(cls)
+    for item in items:
+        item.reconstruct(cg)
+    cg.append("BUILD_TUPLE", len(items))
+    cg.append("PRECALL", 1)
+    cg.append("CALL", 1)
+
+
 class SequenceValue(Value):
     container_type: type = tuple
 
@@ -192,15 +203,8 @@ class StructSeqValue(TupleValue):
         return super().getattr(tx, name)
 
     def reconstruct(self, cg):
-        if load_existing(self, cg):
-            return
-        cg.append("PUSH_NULL")
-        cg.load_const(self.tuple_class)
-        for item in self.items:
-            item.reconstruct(cg)
-        cg.append("BUILD_TUPLE", len(self.items))
-        cg.append("PRECALL", 1)
-        cg.append("CALL", 1)
+        if not load_existing(self, cg):
+            build_tuple_of(cg, self.tuple_class, self.items)
 
 
 class SizeValue(TupleValue):
@@ -229,13 +233,7 @@ class SizeValue(TupleValue):
             return
         import torch
 
-        cg.append("PUSH_NULL")
-        cg.load_const(torch.Size)
-        for item in self.items:
-            item.reconstruct(cg)
-        cg.append("BUILD_TUPLE", len(self.items))
-        cg.append("PRECALL", 1)
-        cg.append("CALL", 1)
+        build_tuple_of(cg, torch.Size, self.items)
 
 
 class ListValue(SequenceValue):
