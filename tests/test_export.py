@@ -5,6 +5,7 @@ the program saved and loaded, dynamic ``Dim``s run at other sizes, breaks
 named at their file:line, and the op lists of small torch.nn/timm-like
 models against ``torch.export.export``'s.
 """
+import contextlib
 import copy
 import inspect
 import io
@@ -381,3 +382,30 @@ def reads_a_holder(x, holder):
 def test_a_tensor_inside_an_unflattenable_argument_is_refused_not_baked_in():
     with pytest.raises(ExportError, match="held by a Holder argument"):
         export(reads_a_holder, (torch.randn(3), Holder(torch.randn(3))))
+
+
+def _printing_steps(count: int) -> list:
+    """``count`` functions, each one a break (a ``print``) at a line of its own."""
+    namespace: dict = {}
+    source = "".join(f"def step{i}(x):\n    print('step')\n    return x + 1\n" for i in range(count))
+    exec(compile(source, "<steps>", "exec"), namespace)
+    return [namespace[f"step{i}"] for i in range(count)]
+
+
+STEPS = _printing_steps(40)
+
+
+def many_breaks(x):
+    for step in STEPS:
+        x = step(x)
+    return x
+
+
+def test_a_run_with_many_breaks_stops_capturing_and_says_so():
+    from dynacap.export.trace import MAX_BREAKS
+
+    with contextlib.redirect_stdout(io.StringIO()) as printed, pytest.raises(ExportError) as info:
+        export(many_breaks, (torch.randn(3),))
+    assert len(info.value.break_reasons) == MAX_BREAKS
+    assert f"capture stopped after {MAX_BREAKS} breaks" in str(info.value)
+    assert printed.getvalue().count("step") == 40  # the run itself completes

@@ -35,12 +35,22 @@ class Captured:
     result: object = None
 
 
+#: Past this many breaks the run goes on uncaptured: the export has failed, and code run eagerly after
+#: a break (a library, or torch's own compiler behind ``torch.cond``) can break hundreds of times.
+MAX_BREAKS = 20
+
+
 class _ExportContext(CaptureContext):
     """A capture context whose traces record export metadata on their nodes."""
 
     def __init__(self, backend, names: ModuleNames, dynamic, record: CaptureRecord):
         super().__init__(backend, fullgraph=False, dynamic=dynamic, record=record)
         self.names = names
+
+    def on_frame(self, code, func, f_locals, f_globals, f_builtins):
+        if len(self.record.break_reasons) >= MAX_BREAKS:
+            return None
+        return super().on_frame(code, func, f_locals, f_globals, f_builtins)
 
     def on_trace(self, tctx) -> None:
         tctx.graph.graph = RecordingGraph(tctx, self.names)
@@ -93,7 +103,9 @@ def capture_once(call, args: tuple, kwargs: dict, names: ModuleNames, dynamic) -
         _forget_entries(ctx)
     reasons = list(record.break_reasons) + [_lowering_reason(f) for f in backend.failures]
     if reasons:
-        raise ExportError(reasons)
+        stopped = len(record.break_reasons) >= MAX_BREAKS
+        raise ExportError(reasons, f"(capture stopped after {MAX_BREAKS} breaks: the rest of the run was not "
+                                   "captured)" if stopped else None)
     if len(backend.captured) != 1:
         what = "no graph" if not backend.captured else f"{len(backend.captured)} graphs"
         raise ExportError([BreakReason(
