@@ -369,3 +369,35 @@ def test_a_cached_program_compiles_for_the_backend_of_the_block_it_runs_in():
     assert_same_training(eager, compiled)
     assert compiled[2].captures == 0  # the engine's cache answered (same structure)...
     assert len(second.graphs) == len(first.graphs) > 0 and second.runs == 2 * len(second.graphs)  # ...its backend
+
+
+class FirstOnly(torch.autograd.Function):
+    """A backward that gives no gradient (``None``) for its second input, which requires one."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        return a * 2 + b
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 2, None
+
+
+@pytest.mark.parametrize("other_path", [True, False], ids=["summed-with-another-path", "only-path"])
+def test_a_python_backward_returning_none_for_an_input_that_requires_grad(other_path):
+    def run():
+        torch.manual_seed(0)
+        w1, w2 = torch.randn(4, 4, requires_grad=True), torch.randn(4, 4, requires_grad=True)
+        x = torch.randn(3, 4)
+        h2 = x @ w2
+        loss = FirstOnly.apply(x @ w1, h2).sum()
+        if other_path:
+            loss = loss + h2.tanh().sum()
+        loss.backward()
+        return w1.grad, w2.grad
+
+    expected = run()
+    with compiled_autograd.enable("aot_eager") as stats:
+        actual = run()
+    assert_same(expected, actual)
+    assert stats.fallbacks == []

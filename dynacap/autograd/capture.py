@@ -97,6 +97,16 @@ def accumulate_grad(accumulate, variable, variable_grad, grad, has_post_hooks):
     return variable.grad
 
 
+def add_grads(old, new):
+    """Two gradient contributions to one input, as the engine's input buffer sums them: an undefined one (``None``:
+    a Python backward returned no gradient there) is skipped."""
+    if old is None:
+        return new
+    if new is None:
+        return old
+    return torch.add(old, new)
+
+
 #: Targets that run as they are (side effects, Python code): never inside a compiled graph.
 OPAQUE = (call_hook, call_backward)
 
@@ -261,7 +271,7 @@ class BackwardCapture:
 
     # -- gradient accumulation ------------------------------------------------------------------------------
     def accumulate(self, old, new):
-        proxy = self.tracer.create_proxy("call_function", torch.add, (self._proxy(old), self._proxy(new)), {})
+        proxy = self.tracer.create_proxy("call_function", add_grads, (self._proxy(old), self._proxy(new)), {})
         result = self.allocate_dummy()
         self._bind([result], [proxy])
         return result
