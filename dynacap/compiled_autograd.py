@@ -21,7 +21,7 @@ a reason logged on ``dynacap.compiled_autograd`` and kept in
 hooks, reentrant checkpointing, anomaly detection, and a backward started
 while another runs.
 
-torch's own compiled autograd (``torch._dynamo.config.compiled_autograd``)
+torch's own compiled autograd (torch.compile's ``compiled_autograd`` setting)
 shares the engine: its cached programs answer in ``enable`` blocks until
 ``reset()``, and node types it met first in the process run eagerly here.
 
