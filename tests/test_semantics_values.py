@@ -375,3 +375,32 @@ def test_operator_functions_that_mutate_their_argument():
         return x + 1, items, table
 
     run_differential(f, torch.ones(2))
+
+
+def test_dict_views_are_live():
+    def f(x):
+        d = {"a": 1}
+        keys, values = d.keys(), d.values()
+        d["b"] = 2
+        return x + 1, list(keys), list(values), len(keys)
+
+    run_differential(f, torch.ones(1))
+
+
+def test_a_view_of_a_frame_dict_sees_later_writes():
+    def f(x, d):
+        keys = d.keys()
+        d["z"] = 3
+        return x + 1, sorted(keys)
+
+    run_differential(f, torch.ones(1), {"a": 1})
+
+
+def test_dict_views_after_a_break_are_views():
+    def f(x):
+        d = {1: 2}
+        keys = d.keys()
+        print("break")
+        return x + 1, keys | {5}, type(keys).__name__, 1 in keys, list(d.items())
+
+    run_differential(f, torch.ones(1))

@@ -123,7 +123,7 @@ class _Writes:
 
 def share_made_containers(cg: Emitter, values) -> None:
     """Build each list/dict made while tracing that ``values`` hold once, for every later use (aliasing)."""
-    from ..values.containers import DictValue, ListValue, SequenceValue
+    from ..values.containers import DictValue, DictViewValue, ListValue, SequenceValue
 
     seen: set[int] = set()
 
@@ -131,7 +131,9 @@ def share_made_containers(cg: Emitter, values) -> None:
         if id(value) in seen:
             return
         seen.add(id(value))
-        if isinstance(value, DictValue):
+        if isinstance(value, DictViewValue):
+            children = [value.dict_value]  # a view and its dict are rebuilt as one object and its view
+        elif isinstance(value, DictValue):
             children = value.items.values()
         elif isinstance(value, SequenceValue):
             children = value.items

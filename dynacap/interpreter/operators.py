@@ -11,8 +11,8 @@ import operator
 from ..errors import GraphBreak
 from ..values.base import Value
 from ..values.constant import ConstantValue
-from ..values.containers import (DictValue, IteratorValue, ListValue, SequenceValue, SizeValue, TupleValue,
-                                  holds_mutable)
+from ..values.containers import (DictValue, DictViewValue, IteratorValue, ListValue, SequenceValue, SizeValue,
+                                  TupleValue, holds_mutable)
 from ..values.iterators import PullIterator, contains
 from ..values.objects import ObjectValue
 from ..values.symbolic import SymNumberValue
@@ -38,18 +38,17 @@ def binary_op(tx, symbol: str, a: Value, b: Value) -> Value:
             # `n += t` with a Python number n: Python falls back to `n + t` (and FX cannot print `0 += t`).
             fn = BINARY[symbol.rstrip("=")]
         return tx.graph.call("call_function", fn, [a, b], {}, f"`{symbol}`")
+    if isinstance(a, DictViewValue) or isinstance(b, DictViewValue):
+        # Views answer as real views (``d.keys() | {5}`` is a set; ``+`` raises as in Python).
+        if not (a.is_constant() and b.is_constant()):
+            raise GraphBreak(f"`{symbol}` on a dict view of non-constant values")
+        return _fold(fn, symbol, a, b)
     if symbolic_numbers(a, b):
         # A size stays symbolic through arithmetic; Python numbers have no in-place forms.
         return tx.graph.call("call_function", BINARY[symbol.rstrip("=")], _ints(a, b), {}, f"`{symbol}`")
     if a.is_constant() and b.is_constant() and not (holds_mutable(a) or holds_mutable(b)) \
             and not (holds_symbolic(a) or holds_symbolic(b)):
-        try:
-            result = fn(a.as_constant(), b.as_constant())
-        except Exception as e:
-            raise GraphBreak(f"`{symbol}` raised {type(e).__name__}: {e}") from e
-        from ..values.wrap import wrap_constant_result
-
-        return wrap_constant_result(result, f"`{symbol}`")
+        return _fold(fn, symbol, a, b)
     base = symbol.rstrip("=")
     if isinstance(a, SequenceValue) and isinstance(b, ConstantValue) and type(b.value) is tuple:
         b = TupleValue([ConstantValue(x) for x in b.value])  # `x.shape[:-1] + (2, -1)` with a symbolic size
@@ -69,6 +68,17 @@ def binary_op(tx, symbol: str, a: Value, b: Value) -> Value:
         cls = ListValue if isinstance(a, ListValue) else TupleValue
         return cls(a.items * b.as_constant())
     raise GraphBreak(f"`{symbol}` between {a.describe()} and {b.describe()} is not supported")
+
+
+def _fold(fn, symbol: str, a: Value, b: Value) -> Value:
+    """``a <symbol> b`` evaluated on the constants, at capture time."""
+    try:
+        result = fn(a.as_constant(), b.as_constant())
+    except Exception as e:
+        raise GraphBreak(f"`{symbol}` raised {type(e).__name__}: {e}") from e
+    from ..values.wrap import wrap_constant_result
+
+    return wrap_constant_result(result, f"`{symbol}`")
 
 
 def compare_op(tx, symbol: str, a: Value, b: Value) -> Value:

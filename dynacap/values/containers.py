@@ -327,6 +327,59 @@ class DictValue(Value):
         cg.append("BUILD_MAP", len(self.items))
 
 
+class DictViewValue(TupleValue):
+    """``d.keys()`` / ``d.values()`` / ``d.items()``: a live view of a dict value.
+
+    Its items are read from the dict at each use, so changes made to the dict after
+    the view was taken are seen, as in Python.  As a constant it is a real view (of
+    a copy), so ``in``, ``==`` and set operators (``d.keys() | {5}``) answer exactly;
+    at run time it is rebuilt as the same method of the rebuilt dict.
+    """
+
+    def __init__(self, dict_value: "DictValue", kind: str):
+        super().__init__([])
+        self.dict_value = dict_value
+        self.kind = kind  # "keys", "values" or "items"
+
+    @property
+    def items(self) -> list[Value]:
+        d = self.dict_value.items
+        if self.kind == "keys":
+            return [ConstantValue(k) for k in d]
+        if self.kind == "values":
+            return list(d.values())
+        return [TupleValue([ConstantValue(k), v]) for k, v in d.items()]
+
+    @items.setter
+    def items(self, items) -> None:
+        assert not items, "a dict view has no items of its own"
+
+    def python_type(self) -> type:
+        return type(getattr({}, self.kind)())
+
+    def describe(self) -> str:
+        return f"dict_{self.kind} of {len(self.dict_value.items)}"
+
+    def length(self, guard: bool = True) -> int:
+        return len(self.dict_value.items)
+
+    def item(self, index: int) -> Value:
+        raise GraphBreak(f"'dict_{self.kind}' object is not subscriptable (TypeError at run time)")
+
+    def as_constant(self):
+        d = self.dict_value
+        return getattr({k: v.as_constant() for k, v in d.items.items()}, self.kind)()
+
+    def getattr(self, tx, name):
+        raise GraphBreak(f"attribute `.{name}` of a dict view is not supported")
+
+    def reconstruct(self, cg):
+        self.dict_value.reconstruct(cg)
+        cg.append("LOAD_METHOD", self.kind)
+        cg.append("PRECALL", 0)
+        cg.append("CALL", 0)
+
+
 class IteratorValue(Value):
     """The iterator of an unrolled ``for`` loop: its items are known at capture time.
 

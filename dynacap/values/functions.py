@@ -218,12 +218,10 @@ class ContainerMethodValue(MethodOfValue):
         if isinstance(c, DictValue):
             if name in ("update", "pop", "setdefault"):
                 c.mutate(tx)
-            if name == "keys":
-                return TupleValue([ConstantValue(k) for k in c.items])
-            if name == "values":
-                return TupleValue(list(c.items.values()))
-            if name == "items":
-                return TupleValue([TupleValue([ConstantValue(k), v]) for k, v in c.items.items()])
+            if name in ("keys", "values", "items") and not args and not kwargs:
+                from .containers import DictViewValue
+
+                return DictViewValue(c, name)
             if name == "get":
                 key = args[0].as_constant()
                 default = args[1] if len(args) > 1 else ConstantValue(None)
