@@ -12,7 +12,7 @@ import re
 
 import torch
 
-from .guard import COMPLEX_BITS, FLOAT_BITS, SHAPE, STRIDE, Guard, GuardSet, WeakGuarded, same_constant
+from .guard import COMPLEX_BITS, FLOAT_BITS, SHAPE, STRIDE, VARIABLE, Guard, GuardSet, WeakGuarded, same_constant
 
 
 class CompiledGuard:
@@ -114,6 +114,7 @@ def _share_prefixes(guards: list[Guard]) -> list[str]:
     """
     known: list[tuple[str, str]] = []  # (source expression, local), longest first
     bound: list[tuple[str, str]] = []  # (``L['x'].size()``, the local holding it)
+    tensors: list[tuple[str, str]] = []  # (a tensor's source as the guards read it, the local holding it)
     out = []
     for g in guards:
         expr = g.expr
@@ -122,12 +123,21 @@ def _share_prefixes(guards: list[Guard]) -> list[str]:
                 expr = expr.replace(read + "[", name + "[")
         for prefix, var in known:
             expr = _reuse(expr, prefix, var)
+        if g.kind == "TENSOR_ALIASING":
+            for reduced, name in tensors:
+                expr = expr.replace(f"id({reduced})", f"id({name})")
         if g.kind == "TENSOR_MATCH":
-            # Symbolic-shape guards (evaluated after every tensor check) read the bound sizes/strides.
+            # Symbolic-shape and aliasing guards (evaluated after every tensor check) read the
+            # tensors, sizes and strides the tensor checks bound.
             for name, obj in g.constants.items():
                 if obj is SHAPE or obj is STRIDE:
                     read = f"{g.source.expr()}.{'size' if obj is SHAPE else 'stride'}()"
                     bound.append((read, name))
+                elif obj is VARIABLE:
+                    reduced = g.source.expr()
+                    for prefix, var in known:
+                        reduced = _reuse(reduced, prefix, var)
+                    tensors.append((reduced, name))
         if g.source is not None and g.kind in ("ID_MATCH", "TYPE_MATCH"):
             src = g.source.expr()
             reduced = src

@@ -25,8 +25,8 @@ COST = {
     "LENGTH": 3,
     "NOT_PRESENT": 3,
     "MODULE_STATE": 4,
-    "TENSOR_ALIASING": 8,
     "TENSOR_MATCH": 9,
+    "TENSOR_ALIASING": 9.5,  # after the tensor checks: it reads the tensors they bound (``check.py``)
     "SYMBOLIC_SHAPE": 10,
 }
 
@@ -158,7 +158,7 @@ class GuardSet:
         # its symbolic-shape guards read instead of calling ``size()`` again (``check.py``).
         bound = {"sh": SHAPE, "st": STRIDE} if symbolic else {}
         self.add("TENSOR_MATCH", source, template.replace("{v}", "{var}"), desc, spec=TensorSpec.of(t, size, stride),
-                 var=_VARIABLE, t=type(t), dtype=t.dtype, device=t.device, **bound)
+                 var=VARIABLE, t=type(t), dtype=t.dtype, device=t.device, **bound)
 
     def symbolic_shape(self, expr: str, constants: dict) -> None:
         """A relation the ShapeEnv recorded (``2 <= L['x'].size()[0]``); ``constants``: names it uses."""
@@ -248,7 +248,8 @@ class _Name:
     """A placeholder object: ``GuardSet.add`` gives it a unique name usable as a local variable."""
 
 
-_VARIABLE = _Name()
+#: The local a tensor check stores its tensor in (``TENSOR_ALIASING`` reads it).
+VARIABLE = _Name()
 #: The locals a symbolic tensor's ``TENSOR_MATCH`` stores its sizes and strides in.
 SHAPE = _Name()
 STRIDE = _Name()
