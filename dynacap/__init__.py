@@ -5,7 +5,7 @@ Public API (see README.md): ``optimize``, ``explain``, ``reset``, ``disable``,
 ``mark_dynamic``, ``mark_static``, ``maybe_mark_dynamic``, ``export``,
 ``capture_pre_autograd_graph``, ``ExportError``.
 """
-from . import config
+from . import compiled_autograd, config
 from .backends import list_backends, register_backend
 from .dynamic import mark_dynamic, mark_static, maybe_mark_dynamic
 from .errors import ConstraintViolation, Unsupported
@@ -22,6 +22,7 @@ __all__ = [
     "reset",
     "disable",
     "config",
+    "compiled_autograd",
     "register_backend",
     "list_backends",
     "Unsupported",

@@ -1,6 +1,6 @@
 """Log channels selected by the ``DYNACAP_LOGS`` environment variable.
 
-``DYNACAP_LOGS=graph,guards,breaks,recompiles,bytecode,code`` (or ``all``) turns on
+``DYNACAP_LOGS=graph,guards,breaks,recompiles,bytecode,code,compiled_autograd`` (or ``all``) turns on
 the named channels; each is a standard ``logging`` logger named
 ``dynacap.<channel>``, so applications can also configure them directly.
 Only logging setup lives here.
@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 
-CHANNELS = ("graph", "guards", "breaks", "recompiles", "bytecode", "code")
+CHANNELS = ("graph", "guards", "breaks", "recompiles", "bytecode", "code", "compiled_autograd")
 
 
 def get(channel: str) -> logging.Logger:

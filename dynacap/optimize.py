@@ -183,12 +183,13 @@ def disable(fn):
 def reset() -> None:
     """Drop every cached compiled frame (and every skip mark)."""
     hook.reset_all()
-    from . import capture, dynamic
+    from . import capture, compiled_autograd, dynamic
     from .codegen import resume
 
     resume.clear()
     capture.reset()
     dynamic.reset()
+    compiled_autograd.reset()
 
 
 def unwrap(fn):
