@@ -159,6 +159,8 @@ def _share_prefixes(guards: list[Guard]) -> list[str]:
 
 def _reuse(expr: str, prefix: str, var: str) -> str:
     """``expr`` reading ``var`` where it read ``prefix`` (an attribute, item or ``len()`` of it, or itself)."""
+    if prefix not in expr:
+        return expr
     for after in (".", "[", ")"):
         expr = expr.replace(prefix + after, var + after)
     return expr

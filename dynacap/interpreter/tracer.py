@@ -17,6 +17,7 @@ import inspect
 import linecache
 import traceback
 import types
+import weakref
 from dataclasses import dataclass, field
 
 import torch
@@ -196,6 +197,22 @@ class TraceContext:
         del self.side_effects[side_effects:]
 
 
+#: id(code) -> (weak reference to the code, its instructions, offset -> index): every inlined call of a
+#: function would disassemble it again.  By identity, as code objects compare equal by value.
+_INSTRUCTIONS: dict[int, tuple] = {}
+
+
+def instructions_of(code: types.CodeType) -> tuple[list, dict]:
+    """``code``'s instructions (``dis``) and the index of each offset, disassembled once per code object."""
+    key = id(code)
+    entry = _INSTRUCTIONS.get(key)
+    if entry is None or entry[0]() is not code:
+        instructions = list(dis.get_instructions(code))
+        entry = _INSTRUCTIONS[key] = (weakref.ref(code, lambda _, key=key: _INSTRUCTIONS.pop(key, None)),
+                                      instructions, {ins.offset: i for i, ins in enumerate(instructions)})
+    return entry[1], entry[2]
+
+
 class Tracer:
     def __init__(self, code: types.CodeType, ctx: TraceContext, f_globals: dict, parent: "Tracer | None" = None):
         self.code = code
@@ -203,8 +220,7 @@ class Tracer:
         self.f_globals = f_globals
         self.parent = parent
         self.depth = 0 if parent is None else parent.depth + 1
-        self.instructions = list(dis.get_instructions(code))
-        self.index_of_offset = {ins.offset: i for i, ins in enumerate(self.instructions)}
+        self.instructions, self.index_of_offset = instructions_of(code)
         self.stack: list[Value] = []
         self.locals: dict[str, Value] = {}
         self.cells: dict[str, CellBox] = {}
