@@ -23,7 +23,7 @@ from .functions import MethodOfValue
 #: Attributes answered from the fake tensor as constants.
 _META_ATTRS = {"dtype", "device", "layout", "requires_grad", "is_cuda", "is_sparse", "is_quantized",
                "is_meta", "is_leaf", "ndim", "is_mkldnn"}
-#: Methods answered from the fake tensor as constants (static shapes).
+#: Methods answered from the fake tensor (as constants, or symbolic through ``_SYMBOLIC_METHODS``).
 _META_METHODS = {"dim", "ndimension", "numel", "nelement", "element_size", "is_contiguous", "is_floating_point",
                  "is_complex", "stride", "get_device", "is_signed", "storage_offset", "size"}
 #: Attributes that are new tensors (views): captured as ``getattr`` nodes.
