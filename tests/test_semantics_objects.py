@@ -408,3 +408,46 @@ def _isinstance_checks(x, c):
 def test_isinstance_reads_class_as_eager_does(make):
     """``isinstance`` reads ``obj.__class__`` (through the class's hooks) when the type alone does not decide."""
     run_differential(_isinstance_checks, torch.ones(2), make())
+
+
+_SENTINEL = object()
+
+
+class _Holder:
+    def __init__(self, marker):
+        self.marker = marker
+
+
+def test_is_between_objects_from_the_frame_is_a_guarded_relation():
+    import dynacap
+
+    def f(x, holder):
+        if holder.marker is _SENTINEL:
+            return x + 1
+        return x - 1
+
+    backend = CountingBackend()
+    opt = dynacap.optimize(f, backend=backend)
+    x = torch.zeros(2)
+    for marker in (_SENTINEL, object(), _SENTINEL):
+        assert torch.equal(opt(x, _Holder(marker)), f(x, _Holder(marker)))
+    assert backend.compiles == 2  # one entry per answer, no break
+    assert dynacap.explain(f)(x, _Holder(_SENTINEL)).graph_break_count == 0
+
+
+def test_dataclasses_fields_is_traced():
+    import dataclasses
+
+    import dynacap
+
+    @dataclasses.dataclass
+    class Out:
+        a: torch.Tensor
+        b: int = 3
+
+    def f(x, out):
+        return [fld.name for fld in dataclasses.fields(out)], x * 2 + out.b
+
+    run_differential(f, torch.ones(2), Out(torch.ones(1)))
+    out = dynacap.explain(f)(torch.ones(2), Out(torch.ones(1)))
+    assert out.graph_break_count == 0, out

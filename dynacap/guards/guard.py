@@ -160,6 +160,14 @@ class GuardSet:
         self.add("TENSOR_MATCH", source, template.replace("{v}", "{var}"), desc, spec=TensorSpec.of(t, size, stride),
                  var=VARIABLE, t=type(t), dtype=t.dtype, device=t.device, **bound)
 
+    def relation(self, expr: str, description: str, sources: list) -> None:
+        """A fact about several sources at once (``(L['a'] is G['b']) is True``)."""
+        if expr not in self._guards:
+            constants = {}
+            for source in sources:
+                constants.update(source.constants())
+            self._guards[expr] = Guard("EQUALS_MATCH", None, expr, constants, description)
+
     def symbolic_shape(self, expr: str, constants: dict) -> None:
         """A relation the ShapeEnv recorded (``2 <= L['x'].size()[0]``); ``constants``: names it uses."""
         if expr not in self._guards:

@@ -157,8 +157,22 @@ def _is(tx, ins):
     a = tx.pop()
     same = identical(a, b)
     if same is None:
+        same = identical_by_guard(tx, a, b)
+    if same is None:
         raise GraphBreak(f"`is` between {a.describe()} and {b.describe()} cannot be decided while capturing")
     tx.push(ConstantValue(same != bool(ins.arg)))
+
+
+def identical_by_guard(tx, a: Value, b: Value) -> bool | None:
+    """``a is b`` for two objects read from the frame whose identities are not guarded (plain objects
+    guarded by type, such as a sentinel in a module's globals): the answer of the objects seen now,
+    guarded as a relation between their sources.  None when either has no source or object."""
+    if not (isinstance(a, ObjectValue) and isinstance(b, ObjectValue)) or a.source is None or b.source is None:
+        return None
+    same = a.obj is b.obj
+    tx.guards.relation(f"({a.source.expr()} is {b.source.expr()}) is {same}",
+                       f"{a.source.expr()} is {'' if same else 'not '}{b.source.expr()}", [a.source, b.source])
+    return same
 
 
 @handles("CONTAINS_OP")

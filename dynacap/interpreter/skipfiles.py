@@ -7,8 +7,11 @@ module ``forward``s are handled by ``values.module``.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import sysconfig
+import types
+import typing
 
 import torch
 
@@ -56,3 +59,23 @@ def is_layer_file(filename: str) -> bool:
     """
     path = os.path.abspath(filename)
     return path.startswith(_LAYER_DIR) and path != _MODULE_BASE_FILE
+
+
+def _with_nested(*functions) -> frozenset:
+    """The code objects of ``functions`` and of the functions, lambdas and comprehensions inside them."""
+    codes, todo = set(), [f.__code__ for f in functions]
+    while todo:
+        code = todo.pop()
+        codes.add(code)
+        todo.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+    return frozenset(codes)
+
+
+#: Standard-library functions traced like user code, although their files are skipped: pure Python
+#: whose only effect is their result, met in models' own code (``dataclasses.fields`` in
+#: ``ModelOutput.__post_init__``, ``typing.cast`` in library helpers).
+_INLINED_LIBRARY_CODE = _with_nested(dataclasses.fields, typing.cast)
+
+
+def is_inlined_library_code(code) -> bool:
+    return code in _INLINED_LIBRARY_CODE

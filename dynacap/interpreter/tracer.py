@@ -439,7 +439,7 @@ class Tracer:
         """Interpret a user function's bytecode in a child tracer and return its result."""
         from ..source import CellContentsSource
         from ..values.containers import DictValue, TupleValue
-        from .skipfiles import is_layer_file, is_skipped_file
+        from .skipfiles import is_inlined_library_code, is_layer_file, is_skipped_file
 
         fn = fn_value.fn
         code = fn.__code__
@@ -447,7 +447,8 @@ class Tracer:
             raise GraphBreak(f"calls nested deeper than config.inline_depth_limit={config.inline_depth_limit}")
         if code.co_flags & (inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE):
             raise GraphBreak(f"calling coroutine/async function {fn.__qualname__} is not supported")
-        library = (self.ctx.library_depth > 0 or fn_value.library_ok) and is_layer_file(code.co_filename)
+        library = (self.ctx.library_depth > 0 or fn_value.library_ok) and is_layer_file(code.co_filename) \
+            or is_inlined_library_code(code)
         if getattr(fn, "_dynacap_disabled", False) or (is_skipped_file(code.co_filename) and not library):
             raise GraphBreak(f"call to {fn.__qualname__}, which dynacap does not capture "
                              f"({'dynacap.disable' if getattr(fn, '_dynacap_disabled', False) else 'skipped file'})")
