@@ -101,6 +101,25 @@ class ModuleGlobalSource(Source):
         return [Instr("LOAD_CONST", self.globals_dict), Instr("LOAD_CONST", self.name), Instr("BINARY_SUBSCR")]
 
 
+@dataclass(frozen=True, eq=False)
+class ClassSource(Source):
+    """A class the trace knows without a path from the frame (``type(self)``): the class object itself."""
+
+    cls: type
+
+    def _ref(self) -> str:
+        return f"___class_{id(self.cls):x}"
+
+    def expr(self) -> str:
+        return self._ref()
+
+    def constants(self) -> dict:
+        return {self._ref(): self.cls}
+
+    def load(self) -> list[Instr]:
+        return [Instr("LOAD_CONST", self.cls)]
+
+
 @dataclass(frozen=True)
 class BuiltinSource(Source):
     """A name found in builtins (not shadowed by a global at capture time)."""

@@ -905,3 +905,23 @@ def test_hasattr_on_a_module_is_guarded():
     other = Maybe()  # another instance without it: the first entry again
     assert_same(other(t(1, 2)), dynacap.optimize(other, backend=probe.backend)(t(1, 2)))
     assert probe.compiles == 2
+
+
+class ClassCfg:
+    table = {"k": 1.0}
+    scale = 2.0
+
+
+def test_class_attributes_are_guarded():
+    def f(x):
+        return x * ClassCfg.table["k"] + ClassCfg.scale + type(x).__name__.__len__()
+
+    probe = Probe(f)
+    x = t(2)
+    probe.check(x)
+    ClassCfg.table["k"] = 5.0  # changed in place: the captured constant would be stale
+    probe.check(x)
+    ClassCfg.scale = 7.0  # rebound
+    probe.check(x)
+    assert probe.compiles == 3
+    ClassCfg.table["k"], ClassCfg.scale = 1.0, 2.0

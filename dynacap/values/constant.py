@@ -76,6 +76,14 @@ class ConstantValue(Value):
             attr = getattr(self.value, name)
         except AttributeError as e:
             raise GraphBreak(f"{self.describe()} has no attribute {name!r}") from e
+        if isinstance(self.value, type) and type(attr) is not types.FunctionType and \
+                type(self.value).__getattribute__ is type.__getattribute__:
+            # A class attribute (``Cfg.scale``, ``Cfg.table``) may be rebound or changed between calls:
+            # read through a source, so it is guarded like any value from the frame.
+            from ..source import AttrSource, ClassSource
+            from .wrap import wrap
+
+            return wrap(tx, attr, AttrSource(self.source or ClassSource(self.value), name))
         if isinstance(self.value, type) and type(attr) is types.FunctionType:
             # A class's Python function (``type(self).forward``): inlinable, comparable by identity.
             from .wrap import wrap
