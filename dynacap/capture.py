@@ -17,7 +17,6 @@ from __future__ import annotations
 import dis
 import functools
 import logging
-import re
 import time
 import types
 import warnings
@@ -185,9 +184,9 @@ class CaptureContext:
         tctx.guards.distinct_tensors([i.source for i in tctx.graph.inputs if isinstance(i.example, torch.Tensor)])
         if tctx.graph.shapes is not None:
             # After the backend compiled: it may have added assumptions of its own.
-            expressions, constants = tctx.graph.shapes.guards()
+            expressions, sources = tctx.graph.shapes.guards()
             for expr in expressions:
-                tctx.guards.symbolic_shape(expr, constants)
+                tctx.guards.relation(expr, sources, kind="SYMBOLIC_SHAPE")
         guard = compile_guards(tctx.guards, f_builtins)
         self._log_entry(code, new_code, guard)
         if self.record is not None:
@@ -243,10 +242,7 @@ class CaptureContext:
             self.record.graphs.append(gm)
         logs.get("graph").debug("captured graph for %s (%s:%s):\n%s", frame_name(code), code.co_filename,
                                 code.co_firstlineno, gm.graph)
-        # A symbolic graph gets fakes (of the trace's ShapeEnv) and SymInts, so the backend compiles it
-        # for every size; real tensors would make it compile for these sizes only.
-        symbolic = tctx.graph.shapes is not None and not tctx.graph.shapes.is_static()
-        example_inputs = [i.fake if symbolic else i.example for i in tctx.graph.inputs]
+        example_inputs = tctx.graph.example_inputs()
         try:
             with _interrupts.released():  # a long compile (inductor) stays interruptible
                 compiled = self.backend(gm, example_inputs)
@@ -258,15 +254,14 @@ class CaptureContext:
 
     # -- logs --------------------------------------------------------------------------
     def _cache_limit_message(self, code, entry, f_locals, f_globals) -> str:
-        compiled = getattr(entry[0], "compiled_guard", None)
-        failing = compiled.failing(f_locals, f_globals) if compiled is not None else None
+        failing = _failing(entry, f_locals, f_globals)
         text = (f"dynacap: {frame_name(code)} ({code.co_filename}:{code.co_firstlineno}) was recompiled "
                 f"config.cache_size_limit={config.cache_size_limit} times; running it eagerly from now on")
         if failing is None:
             return text
         guard, why = failing
         text += f". The last recompile was for: {user_text(why)}"
-        is_int = guard.kind == "EQUALS_MATCH" and re.fullmatch(r".* == -?\d+", guard.description)
+        is_int = guard.kind == "EQUALS_MATCH" and int in guard.constants.values()  # ``type(s) is int and ...``
         if guard.kind in ("TENSOR_MATCH", "SYMBOLIC_SHAPE") or is_int:
             hint = "this int varies" if is_int else "sizes vary"
             text += (f"; if {hint} between calls, dynacap.mark_dynamic(tensor, dim) or "
@@ -277,8 +272,9 @@ class CaptureContext:
         """One line per recompile: the guard that failed in the most recently used entry."""
         log = logs.get("recompiles")
         if log.isEnabledFor(logging.DEBUG):
+            failing = _failing(entry, f_locals, f_globals)
             log.debug("recompiling %s (%s:%s): guard failed: %s", frame_name(code), code.co_filename,
-                      code.co_firstlineno, _first_failure(entry, f_locals, f_globals))
+                      code.co_firstlineno, failing[1] if failing else None)
 
     def _log_entry(self, code, new_code, guard) -> None:
         glog = logs.get("guards")
@@ -295,13 +291,13 @@ class CaptureContext:
 
 
 def _drop_entry(code, guard_fn, _dead) -> None:
-    _C.drop_entries(code, guard_fn)
+    hook.drop_entries(code, guard_fn)
 
 
-def _first_failure(entry, f_locals, f_globals) -> str | None:
-    """The first guard of a cache entry that fails for these locals and globals (slow: for messages)."""
+def _failing(entry, f_locals, f_globals):
+    """The first guard of a cache entry that fails for these locals and globals and how (slow: for messages)."""
     compiled = getattr(entry[0], "compiled_guard", None)
-    return compiled.first_failure(f_locals, f_globals) if compiled is not None else None
+    return compiled.failing(f_locals, f_globals) if compiled is not None else None
 
 
 def close_autocast_blocks(tctx: TraceContext, chain) -> None:

@@ -131,13 +131,8 @@ def _entries_source(ctx: CaptureContext, record: CaptureRecord) -> tuple[str, di
 
     namer = Namer(record.graphs)
     parts = []
-    for ref in list(hook._tracked.values()):
-        code = ref()
-        if code is None:
-            continue
-        for guard, rewritten, owner in hook.cache_entries(code):
-            if owner is ctx.callback:
-                parts.append(entry_source(code, rewritten, guard, namer))  # never raises
+    for code, guard, rewritten in hook.entries_made_by(ctx.callback):
+        parts.append(entry_source(code, rewritten, guard, namer))  # never raises
     return "\n\n".join(parts), namer.used
 
 

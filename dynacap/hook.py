@@ -38,6 +38,20 @@ def cache_entries(code) -> list:
     return _C.cache_entries(code)
 
 
+def entries_made_by(owner) -> list[tuple]:
+    """``(code, guard, rewritten code)`` of every cache entry the callback ``owner`` made."""
+    found = []
+    for ref in list(_tracked.values()):
+        code = ref()
+        if code is not None:
+            found.extend((code, guard, rewritten) for guard, rewritten, o in cache_entries(code) if o is owner)
+    return found
+
+
+#: ``drop_entries(code, guard)``: drop the entries of ``code`` whose guard is ``guard``.
+drop_entries = _C.drop_entries
+
+
 def reset_all() -> None:
     for ref in list(_tracked.values()):
         code = ref()

@@ -119,15 +119,8 @@ def capture_once(call, args: tuple, kwargs: dict, names: ModuleNames, dynamic) -
 def _forget_entries(ctx: CaptureContext) -> None:
     """Drop the cache entries the export's capture made: no later call can use them (their context is
     gone), and they would keep the model's tensors alive until ``dynacap.reset()``."""
-    from .. import _C
-
-    for ref in list(hook._tracked.values()):
-        code = ref()
-        if code is None:
-            continue
-        for guard, _, owner in hook.cache_entries(code):
-            if owner is ctx.callback:
-                _C.drop_entries(code, guard)
+    for code, guard, _ in hook.entries_made_by(ctx.callback):
+        hook.drop_entries(code, guard)
 
 
 def _lowering_reason(failure: LoweringError) -> BreakReason:

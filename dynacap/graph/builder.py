@@ -103,12 +103,7 @@ class GraphBuilder:
                 return self._inputs_by_source[graph_input.source.expr()]
         name = _node_name(key)
         node = self._insert_placeholder(name)
-        if choices is not None:
-            fake = self.shapes.fake_tensor(self.fake_mode, tensor, source, choices)
-            self._fake_cache[id(tensor)] = fake
-            self._faked.append(tensor)
-        else:
-            fake = self.fake_of(tensor)
+        fake = self.fake_of(tensor, source, choices)
         node.meta["example_value"] = node.meta["val"] = fake
         self.external.add(storage_of(fake))
         value = TensorValue(node, fake, source, type(tensor))
@@ -171,13 +166,24 @@ class GraphBuilder:
         self._attr_names[id(obj)] = name
         return name
 
-    def fake_of(self, tensor: torch.Tensor) -> torch.Tensor:
+    def fake_of(self, tensor: torch.Tensor, source: Source | None = None, choices=None) -> torch.Tensor:
+        """The trace's one fake of ``tensor``: static, or with the symbolic dims ``choices`` asks for
+        (``source`` names them in guards) when it is first faked."""
         fake = self._fake_cache.get(id(tensor))
         if fake is None:
-            fake = self.fake_mode.from_tensor(tensor, static_shapes=True)
+            if choices is not None:
+                fake = self.shapes.fake_tensor(self.fake_mode, tensor, source, choices)
+            else:
+                fake = self.fake_mode.from_tensor(tensor, static_shapes=True)
             self._fake_cache[id(tensor)] = fake
             self._faked.append(tensor)
         return fake
+
+    def example_inputs(self) -> list:
+        """What the backend compiles for: the real inputs, or for a symbolic graph their fakes and
+        ``SymInt``s (real tensors would make it compile for these sizes only)."""
+        symbolic = self.shapes is not None and not self.shapes.is_static()
+        return [i.fake if symbolic else i.example for i in self.inputs]
 
     # -- operations ---------------------------------------------------------------
     def call(self, kind: str, target, args: list, kwargs: dict, what: str):
@@ -292,10 +298,10 @@ class GraphBuilder:
         raise GraphBreak(f"an operation returned a {type(fake).__name__}, which cannot be captured")
 
     def _item(self, node: fx.Node, i: int, fake):
-        """Item ``i`` of a sequence result: a constant, or a ``getitem`` node for a tensor or symbol."""
+        """Item ``i`` of a sequence or size result: a constant dim, or a ``getitem`` node."""
         from ..values.constant import ConstantValue
 
-        if not isinstance(fake, (torch.Tensor, *SYMBOLIC, tuple, list)):
+        if isinstance(fake, int):  # a static dim of a size with symbolic ones
             return ConstantValue(fake)
         item = self.graph.call_function(operator.getitem, (node, i))
         self.created.append(item)

@@ -112,8 +112,8 @@ class SymbolicShapes:
         self._tracked.append(_Tracked(sym, source, None))
         return sym
 
-    def guards(self) -> tuple[list[str], dict]:
-        """The trace's symbolic guards (expressions) and the objects they name; call after the backend compiled.
+    def guards(self) -> tuple[list[str], list[Source]]:
+        """The trace's symbolic guards (expressions) and the sources they read; call after the backend compiled.
 
         A ``mark_dynamic`` dim the trace specialized raises ``ConstraintViolation`` (the
         user asked for a graph that works for every size).
@@ -140,10 +140,7 @@ class SymbolicShapes:
             raise ConstraintViolation(BreakReason(user_text(
                 f"a dim marked dynamic (dynacap.mark_dynamic) was specialized by the code: {e}"))) from None
         self.env.freeze()
-        constants = {}
-        for t in self._tracked:
-            constants.update(t.source.constants())
-        return out + list(produced), constants
+        return out + list(produced), [t.source for t in self._tracked]
 
     def is_static(self) -> bool:
         """Whether nothing in the trace is symbolic (so guards and backends can treat it as static)."""

@@ -2,7 +2,7 @@
 
 The function is a single ``and`` chain generated as source and ``exec``-ed,
 so a hit costs one Python call and no per-guard dispatch.  The readable
-guard list and a slow ``first_failure`` explanation (for the
+guard list and a slow ``failing`` explanation (for the
 ``recompiles`` log) come with it.  Nothing here decides *what* to guard.
 """
 from __future__ import annotations
@@ -26,11 +26,6 @@ class CompiledGuard:
 
     def __call__(self, L, G) -> bool:
         return self.fn(L, G)
-
-    def first_failure(self, L, G) -> str | None:
-        """Which guard fails for these locals/globals (slow; for logs and explain)."""
-        failing = self.failing(L, G)
-        return failing[1] if failing is not None else None
 
     def failing(self, L, G) -> tuple[Guard, str] | None:
         """The first guard that fails for these locals/globals and a description of how, or None."""

@@ -141,7 +141,7 @@ class GuardSet:
 
         With ``fake`` (the input's fake tensor), dims and strides it has as symbols
         (dynamic shapes) are not compared here: the ShapeEnv's guards say what they
-        may be (``GuardSet.symbolic_shape``).
+        may be (``GuardSet.relation``, kind ``SYMBOLIC_SHAPE``).
         """
         size = _pattern(t.shape, fake.shape if fake is not None else None)
         stride = _pattern(t.stride(), fake.stride() if fake is not None else None)
@@ -160,18 +160,14 @@ class GuardSet:
         self.add("TENSOR_MATCH", source, template.replace("{v}", "{var}"), desc, spec=TensorSpec.of(t, size, stride),
                  var=VARIABLE, t=type(t), dtype=t.dtype, device=t.device, **bound)
 
-    def relation(self, expr: str, description: str, sources: list) -> None:
-        """A fact about several sources at once (``(L['a'] is G['b']) is True``)."""
+    def relation(self, expr: str, sources: list, description: str = "", kind: str = "EQUALS_MATCH") -> None:
+        """A fact about several sources at once, written out: ``(L['a'] is G['b']) is True``, or a
+        relation the ShapeEnv recorded (``SYMBOLIC_SHAPE``: ``2 <= L['x'].size()[0]``)."""
         if expr not in self._guards:
             constants = {}
             for source in sources:
                 constants.update(source.constants())
-            self._guards[expr] = Guard("EQUALS_MATCH", None, expr, constants, description)
-
-    def symbolic_shape(self, expr: str, constants: dict) -> None:
-        """A relation the ShapeEnv recorded (``2 <= L['x'].size()[0]``); ``constants``: names it uses."""
-        if expr not in self._guards:
-            self._guards[expr] = Guard("SYMBOLIC_SHAPE", None, expr, dict(constants), expr)
+            self._guards[expr] = Guard(kind, None, expr, constants, description or expr)
 
     def distinct_tensors(self, sources: list[Source]) -> None:
         """Tensor inputs that were different objects must stay different (graphs assume no aliasing)."""
@@ -208,10 +204,9 @@ class TensorSpec:
     stride: tuple
 
     @staticmethod
-    def of(t: torch.Tensor, size: tuple | None = None, stride: tuple | None = None) -> "TensorSpec":
+    def of(t: torch.Tensor, size: tuple, stride: tuple) -> "TensorSpec":
         """The spec of ``t``; ``size``/``stride`` may hold None for symbolic dims (any value matches)."""
-        return TensorSpec(type(t), t.dtype, t.device, t.requires_grad,
-                          tuple(t.shape) if size is None else size, tuple(t.stride()) if stride is None else stride)
+        return TensorSpec(type(t), t.dtype, t.device, t.requires_grad, size, stride)
 
     def mismatch(self, t) -> str | None:
         """A readable description of the first difference, or None if ``t`` matches."""

@@ -170,8 +170,8 @@ def identical_by_guard(tx, a: Value, b: Value) -> bool | None:
     if not (isinstance(a, ObjectValue) and isinstance(b, ObjectValue)) or a.source is None or b.source is None:
         return None
     same = a.obj is b.obj
-    tx.guards.relation(f"({a.source.expr()} is {b.source.expr()}) is {same}",
-                       f"{a.source.expr()} is {'' if same else 'not '}{b.source.expr()}", [a.source, b.source])
+    tx.guards.relation(f"({a.source.expr()} is {b.source.expr()}) is {same}", [a.source, b.source],
+                       f"{a.source.expr()} is {'' if same else 'not '}{b.source.expr()}")
     return same
 
 

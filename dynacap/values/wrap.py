@@ -57,8 +57,7 @@ def wrap(tx, obj, source: Source | None) -> Value:
         return SizeValue([ConstantValue(d) for d in obj], source)
     if t is int and isinstance(source, LocalSource) and tx.ctx.shapes is not None \
             and tx.ctx.shapes.int_is_symbolic(source.expr(), obj):
-        g.type_match(source, obj)
-        return tx.graph.input_symint(source, obj)
+        return _symbolic_int(tx, obj, source)
     if t in (set, frozenset) and source is not None and all(is_literal(x) for x in obj):
         return _frame_set(tx, obj, source)
     if is_literal(obj) and t is not tuple:
@@ -107,6 +106,12 @@ def wrap(tx, obj, source: Source | None) -> Value:
     return value
 
 
+def _symbolic_int(tx, value: int, source) -> Value:
+    """An int input made symbolic: any int fits its type guard; what the trace relied on is guarded symbolically."""
+    tx.guards.type_match(source, value)
+    return tx.graph.input_symint(source, value)
+
+
 def _symbolic_size_items(tx, size, source) -> list | None:
     """The dims of a ``torch.Size`` local, some symbolic (``dynamic.ShapePolicy``); None if all are static."""
     policy = tx.ctx.shapes
@@ -121,8 +126,7 @@ def _symbolic_size_items(tx, size, source) -> list | None:
     for i, (d, sym) in enumerate(zip(size, symbolic)):
         item_source = ItemSource(source, i)
         if sym:
-            tx.guards.type_match(item_source, d)
-            items.append(tx.graph.input_symint(item_source, d))
+            items.append(_symbolic_int(tx, d, item_source))
         else:
             tx.guards.equals_match(item_source, d)
             items.append(ConstantValue(d))
