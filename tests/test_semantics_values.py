@@ -3,6 +3,7 @@ constants in guards, objects created during the trace, recurrent layers.
 
 Each test runs the program eagerly and captured and compares results, exceptions and compile counts.
 """
+import io
 import math
 
 import pytest
@@ -404,3 +405,18 @@ def test_dict_views_after_a_break_are_views():
         return x + 1, keys | {5}, type(keys).__name__, 1 in keys, list(d.items())
 
     run_differential(f, torch.ones(1))
+
+
+def test_del_of_an_argument_held_in_a_cell_stays_deleted_after_a_break():
+    """fuzz seed 902738: ``del k`` (k also read by a generator expression) was undone by the resume."""
+    def f(x, k):
+        total = sum(x * k for _ in range(2))
+        del k
+        out = io.StringIO()
+        try:
+            print(k, file=out)
+        except NameError as e:
+            print("unbound", type(e).__name__, file=out)
+        return total, out.getvalue()
+
+    run_differential(f, torch.ones(2), 1.5)

@@ -133,6 +133,7 @@ def _store_deref(tx, ins):
     if box.source is not None and not (tx.is_root and ins.argval in tx.code.co_cellvars):
         raise GraphBreak(f"assigning the closure variable {ins.argval!r} of an enclosing function (nonlocal)")
     box.set(tx.pop())
+    tx.deleted.discard(ins.argval)
 
 
 @handles("DELETE_DEREF")
@@ -144,6 +145,7 @@ def _delete_deref(tx, ins):
     if box.get(tx) is None:
         raise GraphBreak(f"free variable {ins.argval!r} is deleted before assignment (NameError at run time)")
     box.set(None)
+    tx.deleted.add(ins.argval)  # an argument held in a cell: a resume must not reload it from the frame
 
 
 @handles("LOAD_CLOSURE")
