@@ -15,6 +15,7 @@
  */
 #include "cache.h"
 #include "frame.h"
+#include "guards.h"
 
 #include <string.h>
 
@@ -638,5 +639,9 @@ PyInit__C(void)
     if (dc_cache_init() < 0) {
         return NULL;
     }
-    return PyModule_Create(&module_def);
+    PyObject *module = PyModule_Create(&module_def);
+    if (module != NULL && dc_guards_init(module) < 0) {
+        Py_CLEAR(module);
+    }
+    return module;
 }

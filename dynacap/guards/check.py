@@ -1,27 +1,41 @@
-"""Compile a ``GuardSet`` into one Python function ``check(L, G) -> bool``.
+"""Compile a ``GuardSet`` into the check the hook calls as ``check(L, G) -> bool``.
 
-The function is a single ``and`` chain generated as source and ``exec``-ed,
-so a hit costs one Python call and no per-guard dispatch.  The readable
-guard list and a slow ``failing`` explanation (for the
-``recompiles`` log) come with it.  Nothing here decides *what* to guard.
+By default that is a C guard program (``_C.GuardProgram``, lowered by
+``program.py``): no Python bytecode runs for the guards it knows, and the
+others run in one generated Python function it calls last.  With the
+environment variable ``DYNACAP_PYTHON_GUARDS=1`` (for debugging) the check
+is the generated Python function of every guard: a single ``and`` chain
+generated as source and ``exec``-ed.  The readable guard list and a slow
+``failing`` explanation (for the ``recompiles`` log) come with either.
+Nothing here decides *what* to guard.
 """
 from __future__ import annotations
 
 import builtins as _builtins
+import os
 import re
 
 import torch
 
+from .. import _C
+from .program import lower
 from .guard import COMPLEX_BITS, FLOAT_BITS, SHAPE, STRIDE, VARIABLE, Guard, GuardSet, WeakGuarded, same_constant
 
 
 class CompiledGuard:
-    """A cache entry's guard: callable as ``guard(L, G)`` by the hook."""
+    """A cache entry's guard: ``fn`` is what the hook calls as ``fn(L, G)``.
 
-    def __init__(self, guards: list[Guard], fn, source: str):
+    ``fn`` is the C program (``program`` lists its checks, ``python_fn`` is the
+    generated Python check of the same guards) or, with ``DYNACAP_PYTHON_GUARDS=1``,
+    ``python_fn`` itself.  ``source`` is ``python_fn``'s source.
+    """
+
+    def __init__(self, guards: list[Guard], fn, source: str, python_fn=None, program: list[str] | None = None):
         self.guards = guards
         self.fn = fn
         self.source = source
+        self.python_fn = python_fn if python_fn is not None else fn
+        self.program = program
         fn.compiled_guard = self  # the hook holds ``fn``; logs find the readable guards through it
 
     def __call__(self, L, G) -> bool:
@@ -84,8 +98,23 @@ def _scope(constants: dict, G) -> dict:
     return scope
 
 
-def compile_guards(guard_set: GuardSet, builtins_dict: dict | None = None) -> CompiledGuard:
+def compile_guards(guard_set: GuardSet, builtins_dict: dict | None = None, *, python: bool | None = None) -> CompiledGuard:
+    """The check of ``guard_set``: a C program unless ``python`` (default: ``DYNACAP_PYTHON_GUARDS=1``)."""
     guards = list(guard_set)
+    python_fn, source = _python_check(guards, builtins_dict)
+    if python is None:
+        python = os.environ.get("DYNACAP_PYTHON_GUARDS", "") not in ("", "0")
+    if python:
+        return CompiledGuard(guards, python_fn, source)
+    lowered = lower(guards, builtins_dict)
+    fallback = _python_check(lowered.python, builtins_dict)[0] if lowered.python else None
+    program = _C.GuardProgram(tuple(lowered.steps), tuple(lowered.checks), fallback)
+    lines = lowered.lines + [f"python: {g.description}" for g in lowered.python]
+    return CompiledGuard(guards, program, source, python_fn, lines)
+
+
+def _python_check(guards: list[Guard], builtins_dict: dict | None):
+    """One generated function ``___guard(L, G)``: the ``and`` of ``guards``, and its source."""
     scope = _scope({}, None)
     if builtins_dict is not None:
         scope["B"] = builtins_dict
@@ -95,7 +124,7 @@ def compile_guards(guard_set: GuardSet, builtins_dict: dict | None = None) -> Co
     source = f"def ___guard(L, G):\n    try:\n        return {body}\n    except Exception:\n        return False\n"
     namespace: dict = {}
     exec(compile(source, "<dynacap guard>", "exec"), scope, namespace)
-    return CompiledGuard(guards, namespace["___guard"], source)
+    return namespace["___guard"], source
 
 
 def _share_prefixes(guards: list[Guard]) -> list[str]:

@@ -38,6 +38,12 @@ class Guard:
     expr: str
     constants: dict = field(default_factory=dict)
     description: str = ""
+    #: The template ``expr`` was formatted from and the objects it names (``GuardSet.add``).
+    template: str = ""
+    objects: dict = field(default_factory=dict)
+    #: What the C guard program checks, as data (``program.py``); None: lowered from ``template``
+    #: if it is a known one, else checked by Python.
+    op: tuple | None = None
 
     def __str__(self) -> str:
         return f"{self.kind:<13} {self.description or self.expr}"
@@ -63,7 +69,8 @@ class GuardSet:
         self._counter += 1
         return name
 
-    def add(self, kind: str, source: Source | None, template: str, description: str = "", **objects) -> None:
+    def add(self, kind: str, source: Source | None, template: str, description: str = "", op: tuple | None = None,
+            **objects) -> None:
         """Add ``template`` formatted with ``s`` (the source expression) and named objects.
 
         Objects are bound as constants of the compiled check, so ``{name}``
@@ -79,7 +86,7 @@ class GuardSet:
         constants = {names[k]: obj for k, obj in objects.items()}
         if source is not None:
             constants.update(source.constants())
-        self._guards[key] = Guard(kind, source, expr, constants, description or expr)
+        self._guards[key] = Guard(kind, source, expr, constants, description or expr, template, objects, op)
 
     def id_match(self, source: Source, obj) -> None:
         if isinstance(obj, torch.nn.Module):
@@ -89,13 +96,16 @@ class GuardSet:
             ref = self._weak.get(id(obj))
             if ref is None or ref() is not obj:
                 ref = self._weak[id(obj)] = WeakGuarded(obj)
-            self.add("ID_MATCH", source, "{s} is {obj}()", f"{source.expr()} is {_short(obj)}", obj=ref)
+            self.add("ID_MATCH", source, "{s} is {obj}()", f"{source.expr()} is {_short(obj)}",
+                     op=("ID_WEAK", source, ref), obj=ref)
             return
-        self.add("ID_MATCH", source, "{s} is {obj}", f"{source.expr()} is {_short(obj)}", obj=obj)
+        self.add("ID_MATCH", source, "{s} is {obj}", f"{source.expr()} is {_short(obj)}", op=("ID", source, obj),
+                 obj=obj)
 
     def type_match(self, source: Source, obj) -> None:
         t = type(obj)
-        self.add("TYPE_MATCH", source, "type({s}) is {t}", f"type({source.expr()}) is {t.__qualname__}", t=t)
+        self.add("TYPE_MATCH", source, "type({s}) is {t}", f"type({source.expr()}) is {t.__qualname__}",
+                 op=("TYPE", source, t), t=t)
 
     def equals_match(self, source: Source, value) -> None:
         """``{s}`` is a constant of the same type and the same value, bit for bit.
@@ -105,36 +115,40 @@ class GuardSet:
         common ones keep a single ``==`` after the type check.
         """
         if value is None or value is True or value is False or value is Ellipsis:
-            self.add("ID_MATCH", source, f"{{s}} is {value!r}")
+            self.add("ID_MATCH", source, f"{{s}} is {value!r}", op=("ID", source, value))
             return
         t = type(value)
         desc = f"{source.expr()} == {value!r}"
         if t is float and not _plain_float(value):
             self.add("EQUALS_MATCH", source, "type({s}) is float and ___float_bits({s}) == {bits}", desc,
-                     bits=FLOAT_BITS(value))
+                     op=("FLOAT_BITS", source, FLOAT_BITS(value)), bits=FLOAT_BITS(value))
         elif t is complex and not (_plain_float(value.real) and _plain_float(value.imag)):
             self.add("EQUALS_MATCH", source,
                      "type({s}) is complex and ___complex_bits({s}.real, {s}.imag) == {bits}", desc,
+                     op=("COMPLEX_BITS", source, COMPLEX_BITS(value.real, value.imag)),
                      bits=COMPLEX_BITS(value.real, value.imag))
         elif t in (int, float, str, bytes, complex) and repr(value) == repr(t(value)) and _literal_ok(value):
             literal = repr(value).replace("{", "{{").replace("}", "}}")
-            self.add("EQUALS_MATCH", source, f"type({{s}}) is {{t}} and {{s}} == {literal}", desc, t=t)
+            self.add("EQUALS_MATCH", source, f"type({{s}}) is {{t}} and {{s}} == {literal}", desc,
+                     op=("EQ", source, t, value), t=t)
         elif needs_exact_match(value):
-            self.add("EQUALS_MATCH", source, "___same_constant({s}, {v})", desc, v=value)
+            self.add("EQUALS_MATCH", source, "___same_constant({s}, {v})", desc, op=("SAME", source, value), v=value)
         else:
-            self.add("EQUALS_MATCH", source, "type({s}) is {t} and {s} == {v}", desc, t=t, v=value)
+            self.add("EQUALS_MATCH", source, "type({s}) is {t} and {s} == {v}", desc, op=("EQ", source, t, value),
+                     t=t, v=value)
 
     def keys_match(self, source: Source, keys: list) -> None:
         """The keys of a dict (or ``_modules``), in order; exact unless they are all plain strings."""
         desc = f"keys of {source.expr()} == {keys}"
         if all(type(k) is str for k in keys):
-            self.add("EQUALS_MATCH", source, "list({s}) == {keys}", desc, keys=keys)
+            self.add("EQUALS_MATCH", source, "list({s}) == {keys}", desc, op=("KEYS", source, keys), keys=keys)
         else:
-            self.add("EQUALS_MATCH", source, "___same_constant(list({s}), {keys})", desc, keys=keys)
+            self.add("EQUALS_MATCH", source, "___same_constant(list({s}), {keys})", desc,
+                     op=("SAME_KEYS", source, keys), keys=keys)
 
     def length(self, source: Source, obj) -> None:
         self.type_match(source, obj)
-        self.add("LENGTH", source, f"len({{s}}) == {len(obj)}")
+        self.add("LENGTH", source, f"len({{s}}) == {len(obj)}", op=("LEN_EQ", source, len(obj)))
 
     def tensor_match(self, source: Source, t: torch.Tensor, fake: torch.Tensor | None = None) -> None:
         """Type, dtype, device, requires_grad, sizes and strides of a tensor input.
@@ -157,7 +171,8 @@ class GuardSet:
         # A symbolic tensor's sizes and strides are bound to locals (``SHAPE``/``STRIDE``), which
         # its symbolic-shape guards read instead of calling ``size()`` again (``check.py``).
         bound = {"sh": SHAPE, "st": STRIDE} if symbolic else {}
-        self.add("TENSOR_MATCH", source, template.replace("{v}", "{var}"), desc, spec=TensorSpec.of(t, size, stride),
+        spec = TensorSpec.of(t, size, stride)
+        self.add("TENSOR_MATCH", source, template.replace("{v}", "{var}"), desc, op=("TENSOR", source, spec), spec=spec,
                  var=VARIABLE, t=type(t), dtype=t.dtype, device=t.device, **bound)
 
     def relation(self, expr: str, sources: list, description: str = "", kind: str = "EQUALS_MATCH") -> None:
@@ -175,17 +190,19 @@ class GuardSet:
             return
         ids = ", ".join(f"id({s.expr()})" for s in sources)
         self.add("TENSOR_ALIASING", None, f"len({{{{{ids}}}}}) == {len(sources)}",
-                 f"tensors {', '.join(s.expr() for s in sources)} are distinct objects")
+                 f"tensors {', '.join(s.expr() for s in sources)} are distinct objects", op=("DISTINCT", tuple(sources)))
 
     def global_state(self) -> None:
         """Ambient torch state the graph was traced under: grad mode, default dtype, autocast."""
         grad = torch.is_grad_enabled()
-        self.add("GLOBAL_STATE", None, f"___grad_enabled() is {grad}", f"torch.is_grad_enabled() is {grad}")
+        self.add("GLOBAL_STATE", None, f"___grad_enabled() is {grad}", f"torch.is_grad_enabled() is {grad}",
+                 op=("CALL_IS", torch.is_grad_enabled, grad))
         dtype = torch.get_default_dtype()
         self.add("GLOBAL_STATE", None, "___default_dtype() is {dtype}", f"torch.get_default_dtype() is {dtype}",
-                 dtype=dtype)
+                 op=("CALL_IS", torch.get_default_dtype, dtype), dtype=dtype)
         autocast = torch._C._is_any_autocast_enabled()
-        self.add("GLOBAL_STATE", None, f"___any_autocast() is {autocast}", f"autocast enabled is {autocast}")
+        self.add("GLOBAL_STATE", None, f"___any_autocast() is {autocast}", f"autocast enabled is {autocast}",
+                 op=("CALL_IS", torch._C._is_any_autocast_enabled, autocast))
 
 
 class WeakGuarded(weakref.ref):

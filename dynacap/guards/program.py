@@ -1,0 +1,299 @@
+"""Lower a trace's guards to the data of a C guard program (``csrc/guards.c``).
+
+A program is two tuples: *steps* (how to read each source: a local or global
+by key, a constant, an attribute, an item...; each from an earlier step) and
+*checks* (what must hold of a step's value).  ``Guard.op`` says what a guard
+checks when ``GuardSet`` knows it; a few templates written elsewhere are
+recognised here; every other guard is left to Python (``Lowered.python``),
+which the program calls after its own checks.  Nothing here decides what to
+guard, and nothing runs a guard.
+"""
+from __future__ import annotations
+
+import ast
+import builtins as _builtins
+import ctypes
+import os
+import re
+import types
+from dataclasses import dataclass, field
+
+import torch
+
+from .. import _C
+from ..source import (
+    AttrSource,
+    BuiltinSource,
+    CellContentsSource,
+    ClassSource,
+    DictEntrySource,
+    DictStorageSource,
+    GenericAttrSource,
+    GlobalSource,
+    ItemSource,
+    LocalSource,
+    ModuleGlobalSource,
+    Source,
+)
+from .guard import Guard, TensorSpec, same_constant
+
+# Step kinds, as csrc/guards.c numbers them.
+SRC_LOCAL, SRC_GLOBAL, SRC_CONST, SRC_ATTR, SRC_GENERIC_ATTR, SRC_ITEM, SRC_DICT_STORAGE, SRC_GLOBALS = range(8)
+# Check kinds, as csrc/guards.c numbers them.
+(CK_TYPE, CK_ID, CK_ID_WEAK, CK_EQ, CK_FLOAT_BITS, CK_COMPLEX_BITS, CK_KEYS, CK_LEN_EQ, CK_LEN_GT, CK_FALSY,
+ CK_NOT_IN, CK_IN, CK_CALL_IS, CK_CALL_TRUE, CK_TENSOR, CK_DISTINCT) = range(16)
+
+_MODULE_STATE = ("list({s}._parameters) == {p} and list({s}._buffers) == {b} and list({s}._modules) == {c} "
+                 "and not ({s}._forward_hooks or {s}._forward_pre_hooks or {s}._backward_hooks "
+                 "or 'forward' in {s}.__dict__)")
+_FUNCTION = "type({s}) is {t} and {s}.__code__ is {code} and {s}.__globals__ is {g}"
+_LENGTH = re.compile(r"len\(\{s\}\) (==|>) (\d+)")
+_NAME_IN = re.compile(r"('[^'\\]*'|\"[^\"\\]*\") (not in|in) (G|\{g\})")
+
+
+@dataclass
+class Lowered:
+    """A guard list as program data: ``steps``/``checks`` for ``_C.GuardProgram``, the guards left to Python."""
+
+    steps: list = field(default_factory=list)
+    checks: list = field(default_factory=list)
+    lines: list = field(default_factory=list)  # one readable line per check
+    python: list = field(default_factory=list)  # guards the program leaves to its Python fallback
+
+
+class _Globals(Source):
+    """The frame's globals dict itself (``'name' not in G``)."""
+
+    def expr(self) -> str:
+        return "G"
+
+
+@dataclass(frozen=True, eq=False)
+class _Constant(Source):
+    """An object a guard names (``'name' not in {g}``: another module's globals)."""
+
+    obj: object
+
+    def expr(self) -> str:
+        return f"<constant at {id(self.obj):#x}>"
+
+
+class _Builder:
+    def __init__(self, builtins_dict: dict | None):
+        self.out = Lowered()
+        self.builtins = builtins_dict if builtins_dict is not None else _builtins.__dict__
+        self._steps: dict = {}  # source expression (or constant id) -> step index
+
+    # -- sources ------------------------------------------------------------------------
+    def _step(self, key, op: int, base: int, arg) -> int:
+        if key not in self._steps:
+            self._steps[key] = len(self.out.steps)
+            self.out.steps.append((op, base, arg))
+        return self._steps[key]
+
+    def const(self, obj) -> int:
+        return self._step(("const", id(obj)), SRC_CONST, -1, obj)
+
+    def source(self, src: Source | None) -> int | None:
+        """The step reading ``src`` (None: a source the program cannot read; its guard goes to Python)."""
+        if src is None:
+            return None
+        key = src.expr()
+        if key in self._steps:
+            return self._steps[key]
+        t = type(src)
+        if t is _Globals:
+            return self._step(key, SRC_GLOBALS, -1, None)
+        if t is _Constant:
+            return self.const(src.obj)
+        if t is LocalSource:
+            return self._step(key, SRC_LOCAL, -1, src.name)
+        if t is GlobalSource:
+            return self._step(key, SRC_GLOBAL, -1, src.name)
+        if t is ClassSource:
+            return self._step(key, SRC_CONST, -1, src.cls)
+        if t is ModuleGlobalSource:
+            return self._step(key, SRC_ITEM, self.const(src.globals_dict), src.name)
+        if t is BuiltinSource:
+            return self._step(key, SRC_ITEM, self.const(self.builtins), src.name)
+        base = self.source(getattr(src, "base", None))
+        if base is None:
+            return None
+        if t is GenericAttrSource:
+            return self._step(key, SRC_GENERIC_ATTR, base, src.name)
+        if t is AttrSource:
+            return self._step(key, SRC_ATTR, base, src.name)
+        if t is DictEntrySource:
+            attr = self._step(f"{src.base.expr()}.{src.dict_attr}", SRC_ATTR, base, src.dict_attr)
+            return self._step(key, SRC_ITEM, attr, src.key)
+        if t is ItemSource:
+            return self._step(key, SRC_ITEM, base, src.index)
+        if t is CellContentsSource:
+            closure = self._step(f"{src.base.expr()}.__closure__", SRC_ATTR, base, "__closure__")
+            cell = self._step(f"{src.base.expr()}.__closure__[{src.index}]", SRC_ITEM, closure, src.index)
+            return self._step(key, SRC_ATTR, cell, "cell_contents")
+        if t is DictStorageSource:
+            return self._step(key, SRC_DICT_STORAGE, base, src.key)
+        return None
+
+    # -- checks -------------------------------------------------------------------------
+    def lower(self, g: Guard) -> None:
+        checks = self._checks(g)
+        if checks is None:
+            self.out.python.append(g)
+            return
+        for check, line in checks:
+            self.out.checks.append(check)
+            self.out.lines.append(line)
+
+    def _checks(self, g: Guard) -> list | None:
+        """``[(check tuple, readable line)]`` for ``g``, or None if the program cannot check it."""
+        op = g.op if g.op is not None else _template_op(g)
+        if op is None:
+            return None
+        kind = op[0]
+        if kind == "CALL_IS":
+            return [((CK_CALL_IS, -1, op[1], op[2], ()), f"{op[1].__name__}() is {op[2]!r}")]
+        if kind == "DISTINCT":
+            steps = [self.source(s) for s in op[1]]
+            if None in steps:
+                return None
+            return [((CK_DISTINCT, -1, None, None, tuple(steps)), g.description)]
+        out = []
+        for part in (op,) if kind != "ALL" else op[1]:
+            check = self._check(part)
+            if check is None:
+                return None
+            out.append(check)
+        return out
+
+    def _check(self, op: tuple):
+        kind, src = op[0], self.source(op[1])
+        if src is None:
+            return None
+        where = op[1].expr()
+        if kind == "TYPE":
+            return (CK_TYPE, src, op[2], None, ()), f"type({where}) is {op[2].__qualname__}"
+        if kind == "ID":
+            return (CK_ID, src, op[2], None, ()), f"{where} is {_short(op[2])}"
+        if kind == "ID_WEAK":
+            return (CK_ID_WEAK, src, op[2], None, ()), f"{where} is (weakly) {_short(op[2]())}"
+        if kind == "EQ":
+            if type(op[3]) is not op[2]:
+                return None
+            return (CK_EQ, src, op[2], op[3], ()), f"type({where}) is {op[2].__qualname__} and {where} == {op[3]!r}"
+        if kind == "FLOAT_BITS":
+            return (CK_FLOAT_BITS, src, op[2], None, ()), f"{where} is the float with bits {op[2].hex()}"
+        if kind == "COMPLEX_BITS":
+            return (CK_COMPLEX_BITS, src, op[2], None, ()), f"{where} is the complex with bits {op[2].hex()}"
+        if kind == "KEYS":
+            return (CK_KEYS, src, list(op[2]), None, ()), f"list({where}) == {op[2]!r}"
+        if kind in ("SAME", "SAME_KEYS"):
+            listed = kind == "SAME_KEYS"
+            shown = f"list({where})" if listed else where
+            return (CK_CALL_TRUE, src, same_constant, op[2], (int(listed),)), f"same_constant({shown}, {op[2]!r})"
+        if kind in ("LEN_EQ", "LEN_GT"):
+            return ((CK_LEN_EQ if kind == "LEN_EQ" else CK_LEN_GT), src, None, None, (op[2],)), \
+                f"len({where}) {'==' if kind == 'LEN_EQ' else '>'} {op[2]}"
+        if kind == "FALSY":
+            return (CK_FALSY, src, None, None, ()), f"not {where}"
+        if kind in ("IN", "NOT_IN"):
+            return ((CK_IN if kind == "IN" else CK_NOT_IN), src, op[2], None, ()), \
+                f"{op[2]!r} {'in' if kind == 'IN' else 'not in'} {where}"
+        if kind == "TENSOR":
+            ints = _tensor_ints(op[2])
+            if ints is None:
+                return None
+            return (CK_TENSOR, src, op[2].type, op[2].requires_grad, ints), f"tensor {where} matches {op[2]}"
+        return None
+
+
+def _template_op(g: Guard) -> tuple | None:
+    """The check of a guard written elsewhere from a known template (``GuardSet.add``), or None."""
+    s, t, obj = g.source, g.template, g.objects
+    if t == _MODULE_STATE:
+        return ("ALL", [("KEYS", AttrSource(s, "_parameters"), obj["p"]), ("KEYS", AttrSource(s, "_buffers"), obj["b"]),
+                        ("KEYS", AttrSource(s, "_modules"), obj["c"]), ("FALSY", AttrSource(s, "_forward_hooks")),
+                        ("FALSY", AttrSource(s, "_forward_pre_hooks")), ("FALSY", AttrSource(s, "_backward_hooks")),
+                        ("NOT_IN", AttrSource(s, "__dict__"), "forward")])
+    if t == _FUNCTION:
+        return ("ALL", [("TYPE", s, obj["t"]), ("ID", AttrSource(s, "__code__"), obj["code"]),
+                        ("ID", AttrSource(s, "__globals__"), obj["g"])])
+    if t == "list({s}) == {keys}" and type(obj.get("keys")) is list:
+        return ("KEYS", s, obj["keys"])
+    if s is not None and (m := _LENGTH.fullmatch(t)):
+        return ("LEN_EQ" if m[1] == "==" else "LEN_GT", s, int(m[2]))
+    if s is None and (m := _NAME_IN.fullmatch(t)):
+        where = _Globals() if m[3] == "G" else _Constant(obj["g"])
+        return ("NOT_IN" if m[2] == "not in" else "IN", where, ast.literal_eval(m[1]))
+    return None
+
+
+def lower(guards: list[Guard], builtins_dict: dict | None = None) -> Lowered:
+    builder = _Builder(builtins_dict)
+    for g in guards:
+        builder.lower(g)
+    return builder.out
+
+
+# -- tensors -----------------------------------------------------------------------------------
+
+#: Tensor types whose metadata the program reads through the shim (their attributes are torch's own).
+_SHIM_TYPES = (torch.Tensor, torch.nn.Parameter)
+_setup_state: list = []  # [bool] once tried
+_codes: dict = {}
+
+
+def tensors_in_c() -> bool:
+    """Whether tensor checks run in C: the shim was found and reads real tensors right (tried once)."""
+    if not _setup_state:
+        _setup_state.append(_setup())
+    return _setup_state[0]
+
+
+def _setup() -> bool:
+    try:
+        lib = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))
+        names = ("dtype", "device_type", "device_index", "dim", "sizes", "strides")
+        addresses = tuple(ctypes.cast(getattr(lib, f"aoti_torch_get_{n}"), ctypes.c_void_p).value for n in names)
+        _C._guard_setup(addresses, torch._C.TensorBase.__dict__["requires_grad"], torch._C.TensorBase)
+    except (OSError, AttributeError, KeyError, TypeError, ValueError):
+        return False
+    probes = [torch.randn(2, 3, 5, dtype=torch.float64).transpose(0, 2).requires_grad_(),
+              torch.zeros((), dtype=torch.int32), torch.nn.Parameter(torch.ones(4, 1)),
+              torch.empty(0, 7, dtype=torch.bool)[:, ::2]]
+    seen = {}
+    for t in probes:
+        dtype, device_type, _, size, stride, requires_grad = _C._tensor_meta(t)
+        if (size, stride, requires_grad) != (tuple(t.shape), t.stride(), t.requires_grad):
+            return False
+        if seen.setdefault(dtype, t.dtype) is not t.dtype or device_type != 0:
+            return False
+    return len(seen) == len(probes)
+
+
+def _tensor_ints(spec: TensorSpec) -> tuple | None:
+    """(dtype code, device type, device index or -2 for any CPU tensor, ndim, sizes, strides), or None."""
+    if spec.type not in _SHIM_TYPES or not tensors_in_c() or len(spec.size) != len(spec.stride):
+        return None
+    dtype = _code(("dtype", spec.dtype), lambda: torch.empty(0, dtype=spec.dtype))
+    device = _code(("device", spec.device), lambda: torch.empty(0, device=spec.device))
+    if dtype is None or device is None:
+        return None
+    index = -2 if spec.device.type == "cpu" else (-1 if spec.device.index is None else spec.device.index)
+    return (dtype[0], device[1], index, len(spec.size), *spec.size, *spec.stride)
+
+
+def _code(key, probe):
+    if key not in _codes:
+        try:
+            _codes[key] = _C._tensor_meta(probe())
+        except Exception:  # a dtype or device torch cannot make a tensor of: Python checks it
+            _codes[key] = None
+    return _codes[key]
+
+
+def _short(obj) -> str:
+    if isinstance(obj, (types.FunctionType, type)) or obj is None or type(obj) in (bool, int, str):
+        return repr(obj) if not isinstance(obj, (types.FunctionType, type)) else f"<{obj.__qualname__}>"
+    return f"<{type(obj).__name__} at {id(obj):#x}>"
