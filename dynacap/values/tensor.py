@@ -15,6 +15,7 @@ import operator
 import torch
 
 from ..errors import GraphBreak
+from . import legacy_tensors
 from .base import Value
 from .constant import ConstantValue
 from .containers import SizeValue, TupleValue
@@ -90,7 +91,9 @@ class TensorValue(Value):
             return ConstantValue(getattr(self.fake, name))
         if name in _TENSOR_ATTRS:
             return tx.graph.call("call_function", builtins.getattr, [self, ConstantValue(name)], {}, f"tensor.{name}")
-        if name in ("grad", "data", "grad_fn", "_version"):
+        if name == "data":
+            return self.data(tx)
+        if name in ("grad", "grad_fn", "_version"):
             raise GraphBreak(f"`tensor.{name}` is not captured (it reads autograd/storage state)")
         attr = getattr(torch.Tensor, name, None)
         if attr is None:
@@ -98,6 +101,11 @@ class TensorValue(Value):
         if callable(attr):
             return TensorMethodValue(self, name)
         raise GraphBreak(f"tensor attribute `.{name}` is not supported")
+
+    def data(self, tx) -> Value:
+        """``x.data``: the same storage, no autograd history, and a version counter of its own
+        (an in-place change through it is hidden from autograd, as in eager)."""
+        return tx.graph.call("call_function", torch._C._autograd._get_data_attr, [self], {}, "tensor.data")
 
     def iterate(self, tx):
         if self.fake.dim() == 0:
@@ -136,6 +144,20 @@ def _stride(tx, t: TensorValue, dim=None):
     return TupleValue(items) if dim is None else items[0]
 
 
+def _requires_grad(t: TensorValue, args, kwargs) -> Value:
+    """``x.requires_grad_(flag=True)``: ``x`` itself when that changes nothing, else a break."""
+    from .base import constant_args
+
+    const = constant_args(args, kwargs)
+    flag = None
+    if const is not None and len(const[0]) + len(const[1]) <= 1:
+        flag = const[0][0] if const[0] else const[1].get("requires_grad", True)
+    if flag is True and t.fake.requires_grad:
+        return t
+    raise GraphBreak(legacy_tensors.MAKES_LEAF.format(what="`tensor.requires_grad_()`")
+                     if flag is not False else "`tensor.requires_grad_(False)` changes autograd state; it runs eagerly")
+
+
 #: Metadata methods whose answer may be symbolic: ``(tx, tensor, *args) -> Value`` (None: answer as a constant).
 _SYMBOLIC_METHODS = {"size": _size, "numel": _numel, "nelement": _numel, "stride": _stride}
 
@@ -170,6 +192,13 @@ class TensorMethodValue(MethodOfValue):
                 # Another symbolic answer (``is_contiguous()`` on symbolic sizes): specialized, and guarded.
                 result = {torch.SymInt: int, torch.SymBool: bool, torch.SymFloat: float}[type(result)](result)
             return ConstantValue(result)
-        if name == "type" and not args and not kwargs:
-            return ConstantValue(self.owner.fake.type())
+        if name == "type":
+            if not args and not kwargs:
+                return ConstantValue(self.owner.fake.type())
+            return legacy_tensors.type_conversion(tx, self.owner, args, kwargs)
+        if name == "requires_grad_":
+            return _requires_grad(self.owner, args, kwargs)
+        if name == "new":
+            fake = self.owner.fake
+            return legacy_tensors.legacy_new(tx, args, kwargs, fake.dtype, fake.device, "tensor.new")
         return tx.graph.call("call_method", name, [self.owner, *args], kwargs, f"tensor.{name}()")

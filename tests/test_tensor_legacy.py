@@ -1,0 +1,259 @@
+"""``tensor.data``, ``Variable``, legacy typed constructors, ``x.new``, ``x.type``, ``requires_grad_`` (issue 9 item 2).
+
+Each program runs eagerly and under dynacap (``run_differential``), then once more with
+``fullgraph=True`` where it must be one graph; programs with autograd also compare gradients
+and version counters after a backward.  A few rows compare graph counts with torch.compile's.
+"""
+import pytest
+import torch
+
+import dynacap
+from differential import CountingBackend, clone_inputs, run_differential
+
+BACKENDS = ["eager", "aot_eager"]
+
+
+def check(fn, *args, backend=None, graphs=1, fullgraph=True):
+    """Eager vs captured; ``graphs`` compiles; and the whole program as one graph under ``fullgraph=True``."""
+    result = run_differential(fn, *args, backend=CountingBackend(backend))
+    assert result.graph_count == graphs
+    if fullgraph:
+        dynacap.reset()
+        dynacap.optimize(fn, backend=CountingBackend(backend), fullgraph=True)(*clone_inputs(args))
+    return result
+
+
+def with_backward(fn, make_inputs, backend, *, fullgraph=True):
+    """Run ``fn`` then ``backward`` of its (summed) result, eagerly and captured: results, gradients,
+    inputs after the call and their version counters must match (or both raise the same error)."""
+
+    def run(call):
+        torch.manual_seed(0)
+        inputs = make_inputs()
+        try:
+            out = call(*inputs)
+            out.sum().backward()
+        except RuntimeError as e:
+            return "raised", str(e).splitlines()[0], None, None
+        return out.detach(), [t.grad for t in inputs if t.requires_grad], [t.detach() for t in inputs], \
+            [t._version for t in inputs]
+
+    expected = run(fn)
+    backend = CountingBackend(backend)
+    actual = run(dynacap.optimize(fn, backend=backend, fullgraph=fullgraph))
+    assert type(expected[0]) is type(actual[0]) and (expected[:2] == actual[:2] if expected[0] == "raised" else True)
+    if expected[0] != "raised":
+        torch.testing.assert_close(actual[0], expected[0])
+        for got, want in zip(actual[1], expected[1]):
+            torch.testing.assert_close(got, want)
+        for got, want in zip(actual[2], expected[2]):
+            torch.testing.assert_close(got, want)
+    return backend, expected, actual
+
+
+# -- tensor.data ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_data_read_is_detached_alias(backend):
+    def f(x):
+        d = x.data
+        return d * 2 + x, d.requires_grad, d.shape
+
+    check(f, torch.randn(3, requires_grad=True), backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_data_returned_shares_storage_without_grad(backend):
+    x = torch.randn(3, requires_grad=True)
+    out = dynacap.optimize(lambda x: x.data, backend=CountingBackend(backend), fullgraph=True)(x)
+    assert not out.requires_grad and out.data_ptr() == x.data_ptr() and out is not x
+    check(lambda x: x.data, torch.randn(3, requires_grad=True), backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_inplace_through_data_changes_the_input(backend):
+    def clip(p):
+        p.data.clamp_(-0.5, 0.5)
+        return p * 2
+
+    check(clip, torch.randn(5, requires_grad=True), backend=backend)
+    counting, _, _ = with_backward(clip, lambda: (torch.randn(5, requires_grad=True),), backend)
+    assert len(counting.graphs) == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_inplace_through_data_after_a_saved_use(backend):
+    """Eager: the change through ``.data`` is not seen by autograd (no version-counter error) and
+    the backward uses the changed values."""
+
+    def f(w, x):
+        y = (w * x).sum()
+        w.data.add_(1)
+        return y
+
+    with_backward(f, lambda: (torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)), backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_parameter_update_through_data(backend):
+    p = torch.nn.Parameter(torch.randn(4))
+
+    def step(x):
+        p.data.mul_(0.5)
+        p.data[0] = 1.0
+        return (p * x).sum()
+
+    before = p.detach().clone()
+    x = torch.randn(4)
+    expected = (before * 0.5).index_put((torch.tensor([0]),), torch.tensor(1.0))
+    backend_ = CountingBackend(backend)
+    out = dynacap.optimize(step, backend=backend_, fullgraph=True)(x)
+    torch.testing.assert_close(p.detach(), expected)
+    torch.testing.assert_close(out, (expected * x).sum())
+    assert len(backend_.graphs) == 1
+
+
+def test_data_version_counter_is_its_own_with_eager_backend():
+    """A backward saved before the call still works after ``x.data.add_`` in the captured code (eager's
+    ``.data`` has its own version counter)."""
+
+    def bump(x):
+        x.data.add_(1)
+        return x * 2
+
+    for call in (bump, dynacap.optimize(bump, backend=CountingBackend(), fullgraph=True)):
+        x = torch.randn(3, requires_grad=True)
+        saved = x.sin()
+        call(x)
+        assert x._version == 0
+        saved.sum().backward()
+
+
+def test_data_assignment_is_a_clean_break():
+    def f(p, t):
+        p.data = t * 2
+        return p + 1
+
+    result = check(f, torch.randn(3), torch.randn(4), graphs=2, fullgraph=False)
+    assert result.graph_count == 2
+    out = dynacap.explain(f)(torch.randn(3), torch.randn(4))
+    assert any("`.data`" in str(r) for r in out.break_reasons)
+
+
+# -- Variable ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_variable_is_a_detached_alias(backend):
+    from torch.autograd import Variable
+
+    def f(x):
+        v = Variable(x)
+        return v + 1, v.requires_grad, Variable().numel()
+
+    check(f, torch.randn(3, requires_grad=True), backend=backend)
+    x = torch.randn(3, requires_grad=True)
+    v = dynacap.optimize(lambda x: Variable(x), backend=CountingBackend(backend), fullgraph=True)(x)
+    assert v is not x and not v.requires_grad and v.data_ptr() == x.data_ptr()
+
+
+def test_variable_requires_grad_breaks_cleanly():
+    from torch.autograd import Variable
+
+    result = check(lambda x: Variable(x, requires_grad=True) * 2, torch.randn(3), graphs=1, fullgraph=False)
+    assert result.graph_count == 1
+    check(lambda x: Variable(x, requires_grad=True) * 2, torch.randn(3), backend="aot_eager", fullgraph=False)
+
+
+# -- legacy typed constructors -------------------------------------------------------------------
+
+LEGACY = {
+    "FloatTensor_list": lambda x: x + torch.FloatTensor([1, 2, 3, 4, 5]),
+    "DoubleTensor_list": lambda x: torch.DoubleTensor([1.5, 2.5]).sum() + x,
+    "LongTensor_list_truncates": lambda x: torch.LongTensor([1.7, -1.7]) + x.long()[0, :2],
+    "LongTensor_sizes_filled": lambda x: torch.LongTensor(3, 4).fill_(2) * 2,
+    "IntTensor_zeroed": lambda x: torch.IntTensor(2).zero_() + 1,
+    "Tensor_list": lambda x: torch.Tensor([1, 2, 3, 4, 5]) + x,
+    "Tensor_tuple_is_data": lambda x: torch.Tensor((4, 5)) + x[0, :2],
+    "Tensor_sizes_filled": lambda x: torch.Tensor(4, 5).fill_(1) + x,
+    "Tensor_Size_zeroed": lambda x: torch.Tensor(x.shape).zero_() + x,
+    "Tensor_of_tensor_aliases": lambda x: torch.Tensor(x).add_(1),
+    "Tensor_empty": lambda x: (torch.Tensor().shape, torch.FloatTensor().dtype, x + 1),
+    "FloatTensor_device": lambda x: torch.FloatTensor([1.0], device="cpu") + x,
+    "new_sizes_and_new_zeros": lambda x: x.new(4, 5).zero_() + x.new_zeros(4, 5) + x,
+    "new_list": lambda x: x.new([1, 2, 3, 4, 5]) * x,
+    "new_tensor": lambda x: x.new_tensor([1, 2, 3, 4, 5]) * x,
+    "new_ones_full_empty": lambda x: x.new_ones(5) + x.new_full((4, 5), 3.0) + x.new_empty(4, 5).fill_(1),
+    "type_dtype": lambda x: x.type(torch.float64) + 1,
+    "type_name": lambda x: x.type("torch.DoubleTensor") + 1,
+    "type_class": lambda x: x.type(torch.LongTensor) + 1,
+    "type_same_is_self": lambda x: x.type(torch.float32),
+    "type_text": lambda x: (x + 1, x.type()),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", sorted(LEGACY))
+def test_legacy_constructor(name, backend):
+    check(LEGACY[name], torch.randn(4, 5), backend=backend)
+
+
+def test_legacy_constructor_wrong_dtype_raises_as_eager():
+    """``torch.FloatTensor(double_tensor)`` is eager's TypeError: the call runs eagerly and raises it."""
+    check(lambda x: torch.FloatTensor(x) + 1, torch.randn(3, dtype=torch.float64), graphs=0, fullgraph=False)
+
+
+def test_legacy_constructor_with_symbolic_sizes():
+    def f(x):
+        return torch.Tensor(x.size(0), 2).fill_(3) + x
+
+    backend = CountingBackend()
+    compiled = dynacap.optimize(f, backend=backend, dynamic=True)
+    for n in (3, 5, 7):
+        x = torch.randn(n, 2)
+        torch.testing.assert_close(compiled(x), f(x))
+    assert len(backend.graphs) == 1
+
+
+def test_legacy_constructor_inductor():
+    check(lambda x: torch.FloatTensor([1, 2, 3]) * x + x.new_ones(3) + x.type(torch.float64).float(),
+          torch.randn(3), backend="inductor")
+
+
+# -- requires_grad_ ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_requires_grad_on_graph_tensor_breaks_and_matches(backend):
+    """AOTAutograd would return the tensor without ``requires_grad``: it runs eagerly between two graphs."""
+    check(lambda x: x.clone().requires_grad_() * 2, torch.randn(3), backend=backend, graphs=2, fullgraph=False)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_requires_grad_already_set_is_no_op(backend):
+    check(lambda x: x.requires_grad_() * 2, torch.randn(3, requires_grad=True), backend=backend)
+
+
+# -- against torch.compile -----------------------------------------------------------------------
+
+def test_graph_counts_not_above_torch_compile():
+    import torch._dynamo
+    from torch._dynamo.testing import CompileCounter
+
+    def clip(p):
+        p.data.clamp_(-0.5, 0.5)
+        return p * 2
+
+    programs = [
+        (clip, torch.randn(5, requires_grad=True)),
+        (LEGACY["FloatTensor_list"], torch.randn(4, 5)),
+        (LEGACY["Tensor_sizes_filled"], torch.randn(4, 5)),
+        (LEGACY["type_name"], torch.randn(4, 5)),
+        (lambda x: torch.autograd.Variable(x) + 1, torch.randn(4, 5)),
+        (lambda x: x.clone().requires_grad_() * 2, torch.randn(3)),
+    ]
+    for fn, x in programs:
+        ours = run_differential(fn, x).graph_count
+        torch._dynamo.reset()
+        counter = CompileCounter()
+        torch.compile(fn, backend=counter)(x.clone().requires_grad_(x.requires_grad))
+        torch._dynamo.reset()
+        assert ours <= counter.frame_count, (fn, ours, counter.frame_count)
