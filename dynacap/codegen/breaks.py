@@ -38,6 +38,7 @@ from ..values.symbolic import SymNumberValue
 from ..values.tensor import TensorValue
 from ..values.autocast import AutocastExitValue
 from ..values.grad_mode import GradExitValue
+from ..values.instances import NewObjectValue
 from . import resume
 from .emitter import Emitter
 from ..interpreter.regions import regions
@@ -359,6 +360,9 @@ class BreakCodegen:
         if self.at:
             stack = self.inner.checkpoint.stack
             return [(None, _frame_level(self.inner, len(stack), [], self._at_offset(self.inner)), [])]
+        if ins.opname == "RAISE_VARARGS":
+            # Nothing resumes after it (it may be the code's last instruction): no level holds anything.
+            return [(None, Level(self.inner, [], [], 0, (), ins.offset), [])]
         n = operand_count(ins)
         keep = len(self.inner.checkpoint.stack) - n
         outcomes = [(None, result_layout(ins), self._next_offset(self.inner))]
@@ -422,7 +426,11 @@ class BreakCodegen:
             if id(value) in seen:
                 return
             seen.add(id(value))
-            if isinstance(value, (SequenceValue, DictValue)) and value.source is None:
+            if isinstance(value, NewObjectValue):
+                for child in value.attrs.values():
+                    visit(child)
+                cg.share(value)
+            elif isinstance(value, (SequenceValue, DictValue)) and value.source is None:
                 children = value.items.values() if isinstance(value, DictValue) else value.items
                 for child in children:
                     visit(child)

@@ -90,7 +90,10 @@ class Emitter:
         if id(value) in self.shared:
             return
         value.reconstruct(self)
-        self._store_shared(value)
+        if id(value) in self.shared:  # a value that builds itself once (``build_once``, new objects)
+            self.append("POP_TOP")
+            return
+        self.keep_shared(value)
 
     def build_once(self, value, build) -> None:
         """Push ``value``'s one runtime object: made by ``build(self)`` the first time, then reloaded.
@@ -101,10 +104,11 @@ class Emitter:
         if self.load_shared(value):
             return
         build(self)
-        self._store_shared(value)
+        self.keep_shared(value)
         self.load_shared(value)
 
-    def _store_shared(self, value) -> None:
+    def keep_shared(self, value) -> None:
+        """Store the object on top of the stack as ``value``'s one runtime object (see ``load_shared``)."""
         name = f"___shared{len(self.shared)}"
         self.append("STORE_FAST", name)
         self.shared[id(value)] = name

@@ -122,8 +122,9 @@ class _Writes:
 
 
 def share_made_containers(cg: Emitter, values) -> None:
-    """Build each list/dict made while tracing that ``values`` hold once, for every later use (aliasing)."""
+    """Build each list/dict/object made while tracing that ``values`` hold once, for every later use (aliasing)."""
     from ..values.containers import DictValue, DictViewValue, ListValue, SequenceValue
+    from ..values.instances import NewObjectValue
 
     seen: set[int] = set()
 
@@ -137,11 +138,13 @@ def share_made_containers(cg: Emitter, values) -> None:
             children = value.items.values()
         elif isinstance(value, SequenceValue):
             children = value.items
+        elif isinstance(value, NewObjectValue):
+            children = value.attrs.values()
         else:
             return
         for child in children:
             visit(child)
-        if value.source is None and isinstance(value, (ListValue, DictValue)):
+        if value.source is None and isinstance(value, (ListValue, DictValue, NewObjectValue)):
             cg.share(value)
 
     for value in values:

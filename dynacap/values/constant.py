@@ -95,6 +95,13 @@ class ConstantValue(Value):
             return ConstantMethodValue(self, name)
         return ConstantValue(attr)
 
+    def call(self, tx, args, kwargs):
+        if isinstance(self.value, type):
+            from .instances import instantiate
+
+            return instantiate(tx, self, args, kwargs)
+        return super().call(tx, args, kwargs)
+
     def iterate(self, tx):
         try:
             return [ConstantValue(v) for v in self.value]

@@ -82,7 +82,10 @@ def _is_data_descriptor(attr) -> bool:
 def attribute_source(value: Value, obj, name: str) -> Source | None:
     """Where ``obj.<name>`` (found by the generic lookup) is read from at run time and in guards."""
     if value.source is None:
-        return None
+        # An object made while capturing has no instance attribute but those it wrote: what the lookup
+        # finds elsewhere is its class's, read (and guarded) as ``Cls.<name>``.
+        class_source = getattr(value, "class_source", None)
+        return AttrSource(class_source, name) if class_source is not None else None
     if has_lookup_hooks(type(obj)):
         return GenericAttrSource(value.source, name)
     return AttrSource(value.source, name)
@@ -94,6 +97,9 @@ def _dict_expr(obj) -> str:
 
 
 class ObjectValue(Value):
+    #: Where the class of an object made while capturing is read from (``instances.NewObjectValue``).
+    class_source: Source | None = None
+
     def __init__(self, obj, source=None):
         self.obj = obj
         self.source = source
@@ -111,6 +117,10 @@ class ObjectValue(Value):
         if not self.identity_known:
             raise GraphBreak(f"{self.describe()} is a different object on each call (only its type is guarded)")
         return self.obj
+
+    def written_attribute(self, tx, name: str) -> Value | None:
+        """What the trace wrote into ``obj.<name>`` (``DELETED`` if it deleted it), None if nothing."""
+        return tx.attribute_override(self.obj, name)
 
     def getattr(self, tx, name):
         cls = type(self.obj)
@@ -289,7 +299,7 @@ def generic_getattr(tx, value: ObjectValue, name: str) -> Value:
 
     obj = value.obj
     cls = type(obj)
-    override = tx.attribute_override(obj, name)
+    override = value.written_attribute(tx, name)
     deleted = override is DELETED  # deleted by the trace: absent from the instance, with no guard
     if override is not None and not deleted:
         return override
@@ -336,6 +346,8 @@ def _data_descriptor(tx, value: ObjectValue, name: str, attr) -> Value:
         # CPython's own descriptors (``__dict__``, ``__class__``, ``__slots__`` members) run no user code.
         if name == "__class__":
             return wrap(tx, type(obj), None)  # covered by the type guard on the object
+        if name == "__dict__" and value.class_source is not None:
+            raise GraphBreak(f"`__dict__` of {value.describe()} (its attributes are kept by the trace)")
         if name == "__dict__" and value.source is not None:
             return InstanceDictValue(value)
         try:
@@ -453,14 +465,19 @@ def guard_class_attribute(tx, value: Value, obj, name: str, attr) -> None:
     on the type only: the instance cannot shadow them.
     """
     source = value.source
+    label = getattr(attr, "__qualname__", None) or getattr(getattr(attr, "fget", None), "__qualname__", name)
     if source is None:
+        class_source = getattr(value, "class_source", None)
+        if class_source is not None:
+            # An object made while capturing: no instance to shadow it, only its class to patch.
+            tx.guards.add("ID_MATCH", class_source, f"{{lookup}}({{s}}, {name!r}) is {{attr}}",
+                          f"{type(obj).__qualname__}.{name} is {label}", lookup=class_lookup, attr=attr)
         return
     if not name.isidentifier():
         raise GraphBreak(f"attribute {name!r} of {value.describe()} is not an identifier")
     if not (name.startswith("__") and name.endswith("__")) and instance_dict(obj) is not None:
         tx.guards.add("NOT_PRESENT", source, f"{name!r} not in {_dict_expr(obj)}",
                       f"{name!r} not in {readable(source)}.__dict__")
-    label = getattr(attr, "__qualname__", None) or getattr(getattr(attr, "fget", None), "__qualname__", name)
     description = f"type({readable(source)}).{name} is {label}"
     metaclass_attr = class_lookup(type(type(obj)), name)
     if metaclass_attr is not _MISSING and _is_data_descriptor(metaclass_attr):

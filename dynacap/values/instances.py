@@ -1,0 +1,137 @@
+"""``NewObjectValue``: an instance of a user class made by the captured code (``p = P(x)``).
+
+Calling a plain Python class (metaclass ``type``, ``object.__new__``, no
+attribute hooks, no ``__slots__``, no built-in or torch base class) is traced
+as CPython runs it: a new instance, then the class's ``__init__`` inlined as
+user code.  A placeholder made by ``object.__new__(cls)`` (which runs no user
+code) stands for the instance's class while tracing; the attributes the trace
+writes are kept by the value, in order, so reads after writes see them, and
+methods, properties and class attributes are found through the MRO as for
+``ObjectValue`` (guarded through the class: ``Cls.<name>``).  An object that
+never leaves the trace needs nothing at run time.  One that escapes (returned,
+stored into a frame object, a global or a list, live across a graph break) is
+built once by the rewritten code: ``object.__new__(cls)`` and its ``__dict__``
+entries, without running ``__init__`` again (its effects on other objects are
+replayed as side effects) nor any ``__setattr__``.  The placeholder never
+reaches the graph, guards or rewritten code.
+"""
+from __future__ import annotations
+
+import abc
+import types
+
+from ..errors import GraphBreak
+from ..source import AttrSource, ClassSource
+from .base import Value
+from .objects import _MISSING, _OBJECT_CLASS, ObjectValue, _is_data_descriptor, class_lookup, lookup_hook
+
+_OBJECT_NEW = object.__dict__["__new__"]
+_OBJECT_INIT = object.__dict__["__init__"]
+_HEAP_TYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a ``class`` statement
+_ABSTRACT = 1 << 20  # Py_TPFLAGS_IS_ABSTRACT: abstract methods left (``object.__new__`` raises)
+#: Metaclasses whose ``__call__`` is ``type.__call__`` (``__new__`` then ``__init__``).
+_PLAIN_METACLASSES = (type, abc.ABCMeta)
+
+
+def why_not_plain(cls: type) -> str | None:
+    """What stops creating a ``cls`` instance in the trace, in words (None: nothing)."""
+    if type(cls) not in _PLAIN_METACLASSES:
+        return f"its metaclass {type(cls).__qualname__} may change what calling the class does"
+    if cls.__flags__ & _ABSTRACT:
+        return "it has abstract methods (TypeError at run time)"
+    for klass in type.__dict__["__mro__"].__get__(cls)[:-1]:
+        if not klass.__flags__ & _HEAP_TYPE:
+            return f"it derives from the built-in class {klass.__qualname__}"
+        if str(klass.__module__).split(".")[0] == "torch":
+            return f"it derives from {klass.__module__}.{klass.__qualname__}"
+        if type.__dict__["__dict__"].__get__(klass).get("__slots__"):
+            return f"{klass.__qualname__} has __slots__"
+    if not cls.__dictoffset__:
+        return "its instances have no __dict__ (__slots__)"
+    for hook in ("__getattribute__", "__getattr__", "__setattr__", "__delattr__"):
+        if lookup_hook(cls, hook) is not None:
+            return f"it has its own {hook}"
+    if class_lookup(cls, "__class__") is not _OBJECT_CLASS:
+        return "it has its own __class__"
+    if class_lookup(cls, "__del__") is not _MISSING:
+        return "it has a __del__ method (run when the object dies)"
+    if class_lookup(cls, "__new__") is not _OBJECT_NEW:
+        return "it has its own __new__"
+    init = class_lookup(cls, "__init__")
+    if init is not _OBJECT_INIT and type(init) is not types.FunctionType:
+        return f"its __init__ is a {type(init).__name__}"
+    return None
+
+
+def instantiate(tx, cls_value: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """``cls(*args, **kwargs)`` for a plain user class: a new object, its ``__init__`` inlined."""
+    from .wrap import wrap
+
+    cls = cls_value.as_constant()
+    why = why_not_plain(cls)
+    if why is not None:
+        raise GraphBreak(f"creating a {cls.__qualname__} object in captured code: {why}")
+    class_source = cls_value.source or ClassSource(cls)
+    obj = NewObjectValue(cls, class_source)
+    init = class_lookup(cls, "__init__")
+    if init is _OBJECT_INIT:
+        if args or kwargs:
+            raise GraphBreak(f"{cls.__qualname__}() takes no arguments (TypeError at run time)")
+        return obj
+    # Through the class, so that assigning ``Cls.__init__`` (or a base's) recompiles.
+    init_value = wrap(tx, init, AttrSource(class_source, "__init__"))
+    calling, tx.calling = tx.calling, False  # __init__'s result is not the CALL's
+    try:
+        result = init_value.call(tx, [obj, *args], kwargs)
+    finally:
+        tx.calling = calling
+    if not (result.is_constant() and result.as_constant() is None):
+        raise GraphBreak(f"{cls.__qualname__}.__init__ returned {result.describe()} "
+                         "(TypeError at run time: __init__() should return None)")
+    return obj
+
+
+class NewObjectValue(ObjectValue):
+    """An instance created by the captured code: its attributes are the trace's (``attrs``)."""
+
+    def __init__(self, cls: type, class_source):
+        super().__init__(object.__new__(cls), None)
+        self.class_source = class_source
+        #: Instance attributes in the order they were first written (the runtime ``__dict__``'s order).
+        self.attrs: dict[str, Value] = {}
+
+    def describe(self):
+        return f"{type(self.obj).__qualname__} object created in captured code"
+
+    def real_object(self):
+        raise GraphBreak(f"{self.describe()} is a new object on each call")
+
+    def written_attribute(self, tx, name: str) -> Value:
+        # The placeholder's own ``__dict__`` stays empty: nothing else is an instance attribute.
+        return self.attrs.get(name)
+
+    def setattr(self, tx, name, value):
+        attr = class_lookup(type(self.obj), name)
+        if attr is not _MISSING and _is_data_descriptor(attr):
+            raise GraphBreak(f"assigning `.{name}` on {self.describe()}, a {type(attr).__name__} of its class")
+        # The new contents cannot be rolled back: a break before this write cannot resume (``capture``).
+        tx.ctx.mutations += 1
+        self.attrs[name] = value
+
+    def reconstruct(self, cg) -> None:
+        """One runtime object however many places hold it: made first, then filled (it may hold itself)."""
+        if cg.load_shared(self):
+            return
+        cg.append("PUSH_NULL")
+        cg.load_const(object.__new__)
+        cg.load_const(type(self.obj))  # the class is guarded by identity
+        cg.append("PRECALL", 1)
+        cg.append("CALL", 1)
+        cg.keep_shared(self)
+        for name, value in self.attrs.items():
+            value.reconstruct(cg)
+            cg.load_shared(self)
+            cg.append("LOAD_ATTR", "__dict__")
+            cg.load_const(name)
+            cg.append("STORE_SUBSCR")
+        cg.load_shared(self)
