@@ -27,6 +27,7 @@ from .constant import ConstantValue, is_literal
 from .containers import DictValue, FrameItems, ListValue, SizeValue, TupleValue
 from .functions import OpaqueCallableValue, PythonModuleValue, UserFunctionValue
 from .module import ModuleValue
+from .numpy_ns import is_numpy_object
 from .objects import ObjectValue, has_lookup_hooks
 from .torch_ns import TorchValue, is_torch_object
 
@@ -55,6 +56,10 @@ def wrap(tx, obj, source: Source | None) -> Value:
                 return SizeValue(items, source)
             g.equals_match(source, obj)
         return SizeValue([ConstantValue(d) for d in obj], source)
+    if t.__module__ == "numpy" or t.__module__.startswith("numpy."):
+        value = _numpy_object(tx, obj, source)
+        if value is not None:
+            return value
     if t is int and isinstance(source, LocalSource) and tx.ctx.shapes is not None \
             and tx.ctx.shapes.int_is_symbolic(source.expr(), obj):
         return _symbolic_int(tx, obj, source)
@@ -104,6 +109,28 @@ def wrap(tx, obj, source: Source | None) -> Value:
         else:
             g.id_match(source, obj)
     return value
+
+
+def _numpy_object(tx, obj, source) -> Value | None:
+    """A NumPy scalar (a constant guarded by type and bits), array (a break), ufunc or random generator."""
+    import numpy as np
+
+    from .numpy_ns import NumpyValue, is_numpy_object
+
+    if isinstance(obj, np.generic):
+        if source is not None:
+            tx.guards.add("EQUALS_MATCH", source, "type({s}) is {t} and {s}.tobytes() == {b}",
+                          f"{source.expr()} == {obj!r}", t=type(obj), b=obj.tobytes())
+        return ConstantValue(obj, source)
+    if type(obj) is np.ndarray:
+        where = f" ({source.expr()})" if source is not None else ""
+        raise GraphBreak(f"a NumPy array read from the frame{where}: captured NumPy works on arrays made from "
+                         "tensors (`x.numpy()`); pass a tensor instead")
+    if is_numpy_object(obj):
+        if source is not None:
+            tx.guards.id_match(source, obj)
+        return NumpyValue(obj, source)
+    return None
 
 
 def _symbolic_int(tx, value: int, source) -> Value:
@@ -187,7 +214,7 @@ def _guard_by_parts(tx, value, source) -> bool:
 def _is_bound_method(obj) -> bool:
     t = type(obj)
     if t is types.MethodType:
-        return True
+        return not is_numpy_object(obj)  # ``np.random.rand``: a method of NumPy's global generator
     if t is not types.BuiltinMethodType:
         return False
     owner = obj.__self__
@@ -224,6 +251,10 @@ def _bound_method(tx, obj, source) -> Value:
     return OpaqueCallableValue(obj, source)
 
 
+#: torch functions that take a NumPy array made from a tensor back to the tensor.
+_TENSOR_FROM_NUMPY = (torch.from_numpy, torch.as_tensor, torch.asarray, torch.tensor)
+
+
 def _object_value(tx, obj, source) -> Value:
     """The value kind of a non-tensor, non-constant, non-container object."""
     from .autocast import AutocastFactory, AutocastFactoryValue
@@ -234,6 +265,14 @@ def _object_value(tx, obj, source) -> Value:
         return AutocastFactoryValue(obj, source)
     if issubclass(t, torch.nn.Module):
         return ModuleValue(obj, source)
+    if any(obj is f for f in _TENSOR_FROM_NUMPY):
+        from .numpy_ns import TensorFromNumpyValue
+
+        return TensorFromNumpyValue(obj, source)
+    if is_numpy_object(obj):
+        from .numpy_ns import NumpyValue
+
+        return NumpyValue(obj, source)
     if issubclass(t, types.FunctionType) and is_torch_object(obj):
         # torch's own Python functions (torch.nn.functional.relu, torch.einsum...) are graph
         # operations: their files are never inlined.
@@ -281,6 +320,10 @@ def wrap_constant_result(result, what: str) -> Value:
         return SetValue.of_constant(result)  # raises GraphBreak for unhashable or NaN members
     if isinstance(result, torch.Size):
         return SizeValue([ConstantValue(d) for d in result])
+    if type(result).__module__ == "numpy":
+        from .numpy_ns import numpy_constant
+
+        return numpy_constant(result, what)
     if is_literal(result) or type(result) in (tuple, list, dict) and _all_literal(result):
         if type(result) is list:
             return ListValue([ConstantValue(x) for x in result])

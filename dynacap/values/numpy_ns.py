@@ -1,0 +1,539 @@
+"""NumPy in captured code: arrays made from tensors are torch operations, NumPy on constants runs for real.
+
+``x.numpy()`` of a traced tensor is an ``NDArrayValue`` backed by the tensor's
+own node (no copy).  NumPy functions, ufuncs, methods, attributes and
+operators on such arrays become graph nodes that run torch's NumPy on tensors
+(``torch._numpy``), so the graph holds torch operations only; the array
+becomes a real ``numpy.ndarray`` only where it leaves the graph (returned,
+stored, live at a break), as ``.numpy()`` of the graph's output.  NumPy on
+constants (``np.float32(2.0)``, ``np.sqrt(4.0)``) runs at capture time and
+its scalars are constants.
+
+Every operation is first run by NumPy itself on example arrays of the same
+dtypes and shapes (ones): the result's type (array or NumPy scalar), dtype and
+shape must be what torch's NumPy gives, or the operation is a graph break, so
+promotion rules are NumPy's.  Must not: run NumPy randomness at capture time
+(``np.random`` always runs eagerly: drawing while capturing would change the
+program's results), run a NumPy function that writes memory or global state,
+or let a NumPy array reach a torch operation (eager torch refuses them).
+"""
+from __future__ import annotations
+
+import operator
+import types
+import warnings
+
+import numpy as np
+import torch
+from torch.fx.graph import _register_custom_builtin
+
+from ..errors import GraphBreak
+from .base import Value
+from .constant import ConstantValue, is_literal
+from .torch_ns import TorchValue
+
+# NumPy scalars are node arguments (``x * np.float32(2.0)``); FX writes them as ``np.float32(2.0)``.
+_register_custom_builtin("np", "import numpy as np", np)
+
+#: torch dtypes that ``Tensor.numpy()`` accepts, and the NumPy dtype of the array it gives.
+_NUMPY_DTYPE = {torch.float16: np.float16, torch.float32: np.float32, torch.float64: np.float64,
+                torch.complex64: np.complex64, torch.complex128: np.complex128, torch.int8: np.int8,
+                torch.int16: np.int16, torch.int32: np.int32, torch.int64: np.int64, torch.uint8: np.uint8,
+                torch.bool: np.bool_}
+#: torch._numpy names not traced: they write into an argument or global state, or differ from NumPy's
+#: (``ndarray(shape)``, ``empty``'s values), or are classes answered on constants.
+_NOT_TRACED = {"copyto", "put", "fill_diagonal", "put_along_axis", "set_default_dtype", "from_dlpack", "ndarray",
+               "DType", "AxisError", "UFuncTypeError", "finfo", "iinfo", "dtype", "random"}
+#: Array methods that change the array in place.
+_IN_PLACE_METHODS = {"fill", "sort", "put", "resize", "itemset", "setfield", "partition", "byteswap",
+                     "setflags", "__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__"}
+#: Array methods that read its values into Python.
+_DATA_METHODS = {"item": "`.item()`", "tolist": "`.tolist()`", "tobytes": "`.tobytes()`",
+                 "__bool__": "`bool()`", "__float__": "`float()`", "__int__": "`int()`"}
+_IN_PLACE_OPERATORS = {operator.iadd, operator.isub, operator.imul, operator.itruediv, operator.ifloordiv,
+                       operator.imod, operator.ipow, operator.imatmul, operator.iand, operator.ior,
+                       operator.ixor, operator.ilshift, operator.irshift}
+
+
+def _module_of(obj) -> str:
+    """The module a NumPy object belongs to, read without running any user code (``type(obj)`` first)."""
+    t = type(obj)
+    if issubclass(t, types.ModuleType):
+        return obj.__name__
+    if t is types.MethodType:  # ``np.random.rand``: a method of the global RandomState
+        return type(obj.__self__).__module__
+    if issubclass(t, type) or t in (types.FunctionType, types.BuiltinFunctionType) \
+            or t.__name__ == "cython_function_or_method":
+        return obj.__module__ or ""
+    return t.__module__
+
+
+def is_numpy_object(obj) -> bool:
+    """Whether ``obj`` is NumPy's own: a module, function, ufunc, class, or a random generator and its methods."""
+    t = type(obj)
+    if t is np.ufunc or t is _DISPATCHER:
+        return True
+    module = _module_of(obj)
+    if not (module == "numpy" or module.startswith("numpy.")):
+        return False
+    return t is not types.MethodType or _is_random(obj)
+
+
+def _is_random(obj) -> bool:
+    return _module_of(obj).startswith("numpy.random")
+
+
+_DISPATCHER = type(np.sum)
+
+
+def _random_break(what: str):
+    return GraphBreak(f"{what}: NumPy randomness runs eagerly (drawing while capturing would change the "
+                      "program's results); use torch's random functions to keep it in the graph")
+
+
+class NumpyValue(Value):
+    """The ``numpy`` module tree, its functions, ufuncs and scalar types (known by identity)."""
+
+    def __init__(self, obj, source=None):
+        self.obj = obj
+        self.source = source
+
+    def describe(self) -> str:
+        name = getattr(self.obj, "__name__", None) or type(self.obj).__name__
+        return f"module {name}" if issubclass(type(self.obj), types.ModuleType) else f"`numpy.{name}`"
+
+    def real_object(self):
+        return self.obj
+
+    def python_type(self):
+        return type(self.obj)
+
+    def is_constant(self) -> bool:
+        return issubclass(type(self.obj), type)  # a scalar type, as a dtype argument
+
+    def as_constant(self):
+        if self.is_constant():
+            return self.obj
+        return super().as_constant()
+
+    def getattr(self, tx, name):
+        from ..source import AttrSource
+        from .wrap import wrap
+
+        try:
+            attr = getattr(self.obj, name)
+        except AttributeError as e:
+            raise GraphBreak(f"{self.describe()} has no attribute {name!r}") from e
+        if _is_random(self.obj) and not issubclass(type(attr), types.ModuleType):
+            return NumpyValue(attr)  # whatever it is, calling it draws
+        return wrap(tx, attr, AttrSource(self.source, name) if self.source is not None else None)
+
+    def call(self, tx, args, kwargs):
+        fn = self.obj
+        if _is_random(fn):
+            raise _random_break(f"call to {self.describe()}")
+        if issubclass(type(fn), types.ModuleType):
+            raise GraphBreak(f"{self.describe()} is not callable")
+        if fn is not np.asarray and fn is not np.array and _holds_tensor(args, kwargs):
+            raise GraphBreak(f"{self.describe()} given a torch tensor runs eagerly (NumPy gives back an array or, "
+                             "through the tensor's `__array_wrap__`, a tensor); pass `x.numpy()`")
+        target = _tnp_functions().get(id(fn))
+        if target is not None:
+            return numpy_call(tx, target[1], fn, args, kwargs, self.describe())
+        if type(fn) is np.ufunc or fn in _PURE_CLASSES or (isinstance(fn, type) and issubclass(fn, np.generic)):
+            return numpy_call(tx, None, fn, args, kwargs, self.describe())
+        raise GraphBreak(f"call to {self.describe()}, a NumPy function torch's NumPy does not implement; "
+                         "it runs eagerly")
+
+
+class NDArrayValue(Value):
+    """A NumPy array (or NumPy scalar) whose data is a tensor of the graph."""
+
+    def __init__(self, tensor, scalar_type: type | None = None):
+        self.tensor = tensor
+        #: ``np.float32`` etc. for a NumPy scalar (a 0-d tensor in the graph); None for an array.
+        self.scalar_type = scalar_type
+
+    def kind(self) -> str:
+        return "NumPy scalar" if self.scalar_type is not None else "NumPy array"
+
+    def describe(self) -> str:
+        fake = self.tensor.fake
+        if self.scalar_type is not None:
+            return f"a NumPy {self.scalar_type.__name__} computed from tensor data"
+        return f"a NumPy array {np.dtype(_NUMPY_DTYPE[fake.dtype]).name}{list(fake.shape)}"
+
+    def python_type(self):
+        return self.scalar_type or np.ndarray
+
+    def truth(self, tx) -> bool:
+        raise GraphBreak(f"the truth value of {self.describe()} depends on tensor data")
+
+    def getattr(self, tx, name):
+        fake = self.tensor.fake
+        if name in ("shape", "ndim", "size", "dtype", "itemsize", "nbytes"):
+            if not all(type(d) is int for d in fake.shape):
+                raise GraphBreak(f"`.{name}` of {self.describe()} with dynamic shapes")
+            return numpy_constant(getattr(_example(self), name))
+        if name in ("T", "real", "imag", "mT"):
+            return numpy_call(tx, _attribute_target(name), lambda a: getattr(a, name), [self], {},
+                              f"`ndarray.{name}`")
+        attr = getattr(self.python_type(), name, None)
+        if attr is None:
+            raise GraphBreak(f"{self.describe()} has no attribute {name!r}")
+        if not callable(attr):
+            raise GraphBreak(f"attribute `.{name}` of {self.describe()} is not captured")
+        return NDArrayMethodValue(self, name)
+
+    def getitem(self, tx, index):
+        return numpy_call(tx, operator.getitem, operator.getitem, [self, index], {}, "`ndarray[...]`")
+
+    def setitem(self, tx, index, value):
+        raise GraphBreak(f"writing into {self.describe()} runs eagerly (it changes the tensor it shares memory with)")
+
+    def iterate(self, tx):
+        shape = self.tensor.fake.shape
+        if self.scalar_type is not None or not shape:
+            raise GraphBreak(f"iterating over {self.describe()} (TypeError at run time)")
+        if type(shape[0]) is not int:
+            raise GraphBreak(f"iterating over {self.describe()} with a dynamic first dimension")
+        return [self.getitem(tx, ConstantValue(i)) for i in range(shape[0])]
+
+    def reconstruct(self, cg) -> None:
+        cg.build_once(self, self._build)
+
+    def _build(self, cg) -> None:
+        """``tensor.numpy()`` of the graph's output (``[()]`` of it for a NumPy scalar)."""
+        cg.load_tensor(self.tensor)
+        cg.append("LOAD_METHOD", "numpy")
+        cg.append("PRECALL", 0)
+        cg.append("CALL", 0)
+        if self.scalar_type is not None:
+            cg.load_const(())
+            cg.append("BINARY_SUBSCR")
+
+
+class NDArrayMethodValue(Value):
+    """``array.method`` before the call."""
+
+    def __init__(self, owner: NDArrayValue, name: str):
+        self.owner = owner
+        self.name = name
+
+    def describe(self) -> str:
+        return f"method ndarray.{self.name}"
+
+    def call(self, tx, args, kwargs):
+        name = self.name
+        if name in _DATA_METHODS:
+            raise GraphBreak(f"{_DATA_METHODS[name]} reads a NumPy array's values into Python; it runs eagerly")
+        if name in _IN_PLACE_METHODS:
+            raise GraphBreak(f"`ndarray.{name}()` changes the array in place; it runs eagerly")
+        import torch._numpy as tnp
+
+        if not callable(getattr(tnp.ndarray, name, None)):
+            raise GraphBreak(f"`ndarray.{name}()` is not one torch's NumPy implements; it runs eagerly")
+        return numpy_call(tx, _method_target(name), lambda a, *rest, **kw: getattr(a, name)(*rest, **kw),
+                          [self.owner, *args], kwargs, f"`ndarray.{name}()`")
+
+    def reconstruct(self, cg) -> None:
+        self.owner.reconstruct(cg)
+        cg.append("LOAD_ATTR", self.name)
+
+
+class TensorFromNumpyValue(TorchValue):
+    """``torch.from_numpy`` / ``as_tensor`` / ``asarray`` / ``tensor``: of a NumPy array made from a tensor,
+    a tensor of its node (a new tensor object sharing its memory, or a copy for ``torch.tensor``)."""
+
+    def call(self, tx, args, kwargs):
+        if not args or not isinstance(args[0], NDArrayValue):
+            return super().call(tx, args, kwargs)
+        array, fn, what = args[0], self.obj, f"torch.{self.obj.__name__}"
+        if len(args) > 1 or (fn is torch.from_numpy and kwargs):
+            raise GraphBreak(f"{what} of a NumPy array with these arguments is not captured")
+        if fn is torch.from_numpy and array.scalar_type is not None:
+            raise GraphBreak(f"{what} of a NumPy scalar (TypeError at run time)")
+        if fn is torch.tensor:
+            if any(k != "dtype" for k in kwargs):
+                raise GraphBreak(f"{what} of a NumPy array with these arguments is not captured")
+            copy = tx.graph.call("call_function", torch.clone, [array.tensor], {}, what)
+            return tx.graph.call("call_method", "to", [copy], kwargs, what) if kwargs else copy
+        alias = tx.graph.call("call_function", torch.ops.aten.alias.default, [array.tensor], {}, what)
+        return tx.graph.call("call_function", fn, [alias], kwargs, what) if kwargs else alias
+
+
+def is_numpy_array(value: Value) -> bool:
+    return isinstance(value, NDArrayValue)
+
+
+def tensor_numpy(tx, tensor, args, kwargs) -> Value:
+    """``tensor.numpy()``: the same node, seen as a NumPy array; a break where eager would raise."""
+    if args or any(k != "force" for k in kwargs) or (kwargs and not _constant_false(kwargs["force"])):
+        raise GraphBreak("`tensor.numpy(force=True)` is not captured")
+    fake = tensor.fake
+    if fake.requires_grad:
+        raise GraphBreak("`.numpy()` of a tensor that requires grad (RuntimeError at run time; use "
+                         ".detach().numpy())")
+    if fake.device.type != "cpu":
+        raise GraphBreak(f"`.numpy()` of a {fake.device.type} tensor (TypeError at run time; use .cpu() first)")
+    if fake.dtype not in _NUMPY_DTYPE:
+        raise GraphBreak(f"`.numpy()` of a {fake.dtype} tensor (NumPy has no such dtype)")
+    if fake.is_conj() or fake.is_neg():
+        raise GraphBreak("`.numpy()` of a tensor with its conjugate or negative bit set")
+    return NDArrayValue(tensor)
+
+
+def _constant_false(value: Value) -> bool:
+    return value.is_constant() and value.as_constant() is False
+
+
+def numpy_operator(tx, fn, operands: list, what: str) -> Value:
+    """A Python operator with a NumPy array (made from a tensor) among its operands."""
+    if fn in _IN_PLACE_OPERATORS:
+        raise GraphBreak(f"in-place {what} on a NumPy array runs eagerly (it changes the tensor it shares "
+                         "memory with)")
+    return numpy_call(tx, fn, fn, operands, {}, what)
+
+
+def numpy_call(tx, target, reference, args: list, kwargs: dict, what: str) -> Value:
+    """``reference(*args, **kwargs)`` as NumPy computes it: on constants, for real; on arrays made from
+    tensors, as a graph node running ``target`` (torch's NumPy) on the tensors.
+
+    ``reference`` runs first, on examples of the arrays: what it returns (array or NumPy scalar, dtype,
+    shape) is what the node's result must be.
+    """
+    if "out" in kwargs:
+        raise GraphBreak(f"{what} with `out=` runs eagerly (it writes into an array)")
+    on_tensors = _holds_array(args) or _holds_array(list(kwargs.values()))
+    example = _run_reference(reference, [_example(a) for a in args], {k: _example(v) for k, v in kwargs.items()},
+                             what)
+    if not on_tensors and not _holds_ndarray(example):
+        return numpy_constant(example, what)
+    if target is None:
+        raise GraphBreak(f"{what} is not one torch's NumPy implements; it runs eagerly")
+    count = len(tx.graph.created)
+    node_args = [_node_argument(a, what) for a in args]
+    node_kwargs = {k: _node_argument(v, what) for k, v in kwargs.items()}
+    result = tx.graph.call("call_function", _graph_target(target), node_args, node_kwargs, what)
+    try:
+        return _as_numpy(result, example, what)
+    except GraphBreak:
+        tx.graph.rollback(count)
+        raise
+
+
+# -- what NumPy computes ----------------------------------------------------------------------------
+
+def _holds_array(values) -> bool:
+    from .containers import DictValue, SequenceValue
+    from .tensor import TensorValue
+
+    for v in values:
+        if isinstance(v, (NDArrayValue, TensorValue)):
+            return True
+        if isinstance(v, SequenceValue) and _holds_array(v.items):
+            return True
+        if isinstance(v, DictValue) and _holds_array(list(v.items.values())):
+            return True
+    return False
+
+
+def _holds_tensor(args, kwargs) -> bool:
+    from .containers import SequenceValue
+    from .tensor import TensorValue
+
+    def holds(v):
+        return isinstance(v, TensorValue) or isinstance(v, SequenceValue) and any(holds(i) for i in v.items)
+
+    return any(holds(v) for v in [*args, *kwargs.values()])
+
+
+def _holds_ndarray(obj) -> bool:
+    if type(obj) is np.ndarray:
+        return True
+    return type(obj) in (tuple, list) and any(_holds_ndarray(x) for x in obj)
+
+
+def _example(value: Value):
+    """A real object standing for ``value`` in NumPy's own run: ones of the array's dtype and shape."""
+    from .containers import SequenceValue
+    from .tensor import TensorValue
+
+    if isinstance(value, TensorValue):
+        # NumPy turns a tensor argument into an array (``Tensor.__array__``), as ``.numpy()`` does.
+        value = tensor_numpy(None, value, [], {})
+    if isinstance(value, NDArrayValue):
+        fake = value.tensor.fake
+        if not all(type(d) is int for d in fake.shape):
+            raise GraphBreak("NumPy on an array with dynamic shapes is not captured")
+        dtype = _NUMPY_DTYPE[fake.dtype]
+        if value.scalar_type is not None:
+            return np.ones((), dtype)[()]
+        return np.ones(tuple(fake.shape), dtype)
+    if isinstance(value, SequenceValue):
+        items = [_example(v) for v in value.items]
+        return value.container_type(items) if value.container_type in (tuple, list) else tuple(items)
+    if isinstance(value, (NumpyValue, ConstantValue)) or value.is_constant():
+        return value.as_constant()
+    raise GraphBreak(f"NumPy was given {value.describe()}, which is not captured")
+
+
+def _run_reference(fn, args, kwargs, what):
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return fn(*args, **kwargs)
+    except Exception as e:
+        raise GraphBreak(f"{what} raised {type(e).__name__} in NumPy ({str(e)[:120]}); it runs eagerly") from e
+
+
+def numpy_constant(result, what: str = "NumPy") -> Value:
+    """A NumPy result on constants as a capture-time constant (NumPy scalars, dtypes and literals)."""
+    if isinstance(result, np.generic) or type(result) in (np.dtype, np.finfo, np.iinfo) \
+            or issubclass(type(result), np.dtype) or is_literal(result):
+        return ConstantValue(result)
+    if type(result) in (tuple, list):
+        from .containers import ListValue, TupleValue
+
+        items = [numpy_constant(r, what) for r in result]
+        return TupleValue(items) if type(result) is tuple else ListValue(items)
+    raise GraphBreak(f"{what} returned a {type(result).__name__}, which is not captured")
+
+
+# -- the graph node ---------------------------------------------------------------------------------
+
+def _node_argument(value: Value, what: str) -> Value:
+    """``value`` as an argument of a node running torch's NumPy: arrays as their tensors, dtypes by name."""
+    from .containers import ListValue, SequenceValue, TupleValue
+    from .tensor import TensorValue
+
+    if isinstance(value, NDArrayValue):
+        return value.tensor
+    if isinstance(value, TensorValue):
+        return value
+    if isinstance(value, SequenceValue):
+        items = [_node_argument(v, what) for v in value.items]
+        return ListValue(items) if isinstance(value, ListValue) else TupleValue(items)
+    if value.is_constant():
+        c = value.as_constant()
+        if isinstance(c, np.dtype) or (isinstance(c, type) and (issubclass(c, np.generic) or c in (
+                int, float, bool, complex))):
+            return ConstantValue(np.dtype(c).name)  # FX cannot write a class as an argument
+        if isinstance(c, (np.finfo, np.iinfo)):
+            raise GraphBreak(f"{what} given a {type(c).__name__} object")
+    return value
+
+
+_TARGETS: dict = {}
+
+
+def _graph_target(fn):
+    """A plain function running ``fn`` (torch's NumPy, or an operator) on tensors, giving tensors back."""
+    target = _TARGETS.get(fn)
+    if target is None:
+        def target(*args, **kwargs):
+            import torch._numpy as tnp
+
+            out = fn(*_to_tnp(args, tnp), **_to_tnp(kwargs, tnp))
+            return _to_torch(out, tnp)
+
+        name = getattr(fn, "__name__", "op").strip("_")
+        target.__name__ = target.__qualname__ = f"numpy_{name}"
+        target.__module__ = __name__
+        _TARGETS[fn] = target
+    return target
+
+
+def _to_tnp(obj, tnp):
+    if isinstance(obj, torch.Tensor):
+        return tnp.ndarray(obj)
+    if isinstance(obj, np.generic):
+        # A NumPy scalar is typed (NEP 50), unlike the Python number it subclasses.
+        return tnp.asarray(obj.item(), dtype=obj.dtype.name)
+    if type(obj) in (tuple, list):
+        return type(obj)(_to_tnp(x, tnp) for x in obj)
+    if type(obj) is dict:
+        return {k: _to_tnp(v, tnp) for k, v in obj.items()}
+    return obj
+
+
+def _to_torch(obj, tnp):
+    if isinstance(obj, tnp.ndarray):
+        return obj.tensor
+    if type(obj) in (tuple, list):
+        return type(obj)(_to_torch(x, tnp) for x in obj)
+    return obj
+
+
+#: NumPy classes that are pure on constants (``np.finfo(np.float32).eps``).
+_PURE_CLASSES = (np.finfo, np.iinfo, np.dtype)
+_TNP_FUNCTIONS: dict = {}
+
+
+def _tnp_functions() -> dict:
+    """id(NumPy function) -> (the function, torch's NumPy function of the same name and namespace)."""
+    if not _TNP_FUNCTIONS:
+        import torch._numpy as tnp
+
+        for np_namespace, tnp_namespace in ((np, tnp), (np.fft, tnp.fft), (np.linalg, tnp.linalg)):
+            for name, fn in vars(tnp_namespace).items():
+                np_fn = getattr(np_namespace, name, None)
+                if callable(fn) and np_fn is not None and not name.startswith("_") and name not in _NOT_TRACED:
+                    _TNP_FUNCTIONS[id(np_fn)] = (np_fn, fn)
+    return _TNP_FUNCTIONS
+
+
+def _method_target(name: str):
+    target = _METHODS.get(name)
+    if target is None:
+        def target(a, *args, **kwargs):
+            return getattr(a, name)(*args, **kwargs)
+
+        target.__name__ = f"ndarray_{name}"
+        _METHODS[name] = target
+    return target
+
+
+def _attribute_target(name: str):
+    target = _METHODS.get("." + name)
+    if target is None:
+        def target(a):
+            return getattr(a, name)
+
+        target.__name__ = f"ndarray_{name}"
+        _METHODS["." + name] = target
+    return target
+
+
+_METHODS: dict = {}
+
+
+# -- the node's result as NumPy's -------------------------------------------------------------------
+
+def _as_numpy(result: Value, example, what: str) -> Value:
+    """The node's result seen as what NumPy returned in its own run (``example``); a break if they differ."""
+    from .containers import ListValue, SequenceValue, TupleValue
+    from .tensor import TensorValue
+
+    if isinstance(example, (np.ndarray, np.generic)):
+        if not isinstance(result, TensorValue):
+            raise GraphBreak(f"{what}: torch's NumPy gives {result.describe()} where NumPy gives an array")
+        fake = result.fake
+        expected = np.dtype(example.dtype)
+        got = _NUMPY_DTYPE.get(fake.dtype)
+        if got is None or np.dtype(got) != expected:
+            raise GraphBreak(f"{what}: torch's NumPy computes {fake.dtype} where NumPy computes {expected.name}; "
+                             "it runs eagerly")
+        if tuple(fake.shape) != example.shape:
+            raise GraphBreak(f"{what}: torch's NumPy gives shape {tuple(fake.shape)} where NumPy gives "
+                             f"{example.shape}; it runs eagerly")
+        return NDArrayValue(result, type(example) if isinstance(example, np.generic) else None)
+    if type(example) in (tuple, list):
+        if not isinstance(result, SequenceValue) or len(result.items) != len(example):
+            raise GraphBreak(f"{what}: torch's NumPy returns something other than NumPy's {type(example).__name__}")
+        items = [_as_numpy(r, e, what) for r, e in zip(result.items, example)]
+        return ListValue(items) if type(example) is list else TupleValue(items)
+    if is_literal(example) and result.is_constant() and type(result.as_constant()) is type(example) \
+            and result.as_constant() == example:
+        return result
+    raise GraphBreak(f"{what} returned a {type(example).__name__} computed from tensor data; it runs eagerly")
