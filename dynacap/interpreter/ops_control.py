@@ -136,9 +136,10 @@ def _raise(tx, ins):
 def _before_with(tx, ins):
     from ..values.autocast import AutocastValue
     from ..values.grad_mode import GradModeValue
+    from ..values.null_context import NullContextValue
 
     manager = tx.stack[-1]
-    if not isinstance(manager, (GradModeValue, AutocastValue)):
+    if not isinstance(manager, (GradModeValue, AutocastValue, NullContextValue)):
         raise GraphBreak(f"`with` on {manager.describe()}: only torch.no_grad()/torch.enable_grad() blocks are "
                          "captured; the block's code around it runs eagerly")
     tx.pop()

@@ -22,13 +22,15 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .. import config
+from .. import config, trace_rules
 from ..dynamic import ShapePolicy
 from ..errors import GraphBreak
 from ..graph import GraphBuilder
 from ..guards import GuardSet
 from ..source import BuiltinSource, GlobalSource, ModuleGlobalSource
+from ..trace_rules import Rule
 from ..values.base import DELETED, Value
+from ..values.torch_ns import call_by_rule
 from .regions import in_try
 from .skipfiles import is_layer_file
 
@@ -439,19 +441,21 @@ class Tracer:
         """Interpret a user function's bytecode in a child tracer and return its result."""
         from ..source import CellContentsSource
         from ..values.containers import DictValue, TupleValue
-        from .skipfiles import is_inlined_library_code, is_layer_file, is_skipped_file
+        from .skipfiles import is_skipped_file
 
         fn = fn_value.fn
         code = fn.__code__
+        if getattr(fn, "_dynacap_disabled", False):
+            raise GraphBreak(f"call to {fn.__qualname__}, which is disabled by the user (dynacap.disable)")
+        rule = trace_rules.rule_for_code(code)
+        if rule is not None and rule.rule is not Rule.INLINE:
+            return call_by_rule(self, fn_value, rule, args, kwargs)
+        if rule is None and is_skipped_file(code.co_filename):
+            raise GraphBreak(f"call to {fn.__qualname__}, which dynacap does not capture (skipped file)")
         if self.depth + 1 > config.inline_depth_limit:
             raise GraphBreak(f"calls nested deeper than config.inline_depth_limit={config.inline_depth_limit}")
         if code.co_flags & (inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE):
             raise GraphBreak(f"calling coroutine/async function {fn.__qualname__} is not supported")
-        library = (self.ctx.library_depth > 0 or fn_value.library_ok) and is_layer_file(code.co_filename) \
-            or is_inlined_library_code(code)
-        if getattr(fn, "_dynacap_disabled", False) or (is_skipped_file(code.co_filename) and not library):
-            raise GraphBreak(f"call to {fn.__qualname__}, which dynacap does not capture "
-                             f"({'dynacap.disable' if getattr(fn, '_dynacap_disabled', False) else 'skipped file'})")
         # The code that runs is fn's own: never the signature functools.wraps advertises.
         signature = inspect.signature(fn, follow_wrapped=False)
         try:

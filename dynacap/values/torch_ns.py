@@ -12,25 +12,13 @@ import types
 
 import torch
 
+from .. import trace_rules
 from ..errors import GraphBreak
+from ..trace_rules import Rule, TraceRule
 from ..source import AttrSource
 from .base import Value, constant_args
 from .constant import ConstantValue
 from .containers import SizeValue
-
-#: Torch callables answered at capture time (the answer is guarded by GLOBAL_STATE or static).
-_CAPTURE_TIME = {
-    torch.is_grad_enabled,
-    torch.get_default_dtype,
-    torch.is_inference_mode_enabled,
-}
-#: Questions libraries ask to take the path meant for compilers (skip host-side checks, avoid
-#: data-dependent Python): answered as a compiler, while capturing.  Code that runs eagerly at a
-#: graph break gets torch's own answer.
-_COMPILING = {torch.compiler.is_compiling: True}
-#: Torch callables with effects outside the graph.
-_EFFECTFUL = {torch.manual_seed, torch.set_grad_enabled, torch.set_default_dtype, torch.save, torch.load}
-
 
 def is_torch_object(obj) -> bool:
     """Whether ``obj`` belongs to torch's own namespace (and is not an ``nn.Module`` or a tensor)."""
@@ -83,14 +71,9 @@ class TorchValue(Value):
         fn = self.obj
         if isinstance(fn, types.ModuleType):
             raise GraphBreak(f"{self.describe()} is not callable")
-        if fn in _COMPILING and not args and not kwargs:
-            return ConstantValue(_COMPILING[fn])
-        if fn in _CAPTURE_TIME:
-            # The frame's initial grad mode is always guarded; inside the trace the mode follows
-            # the captured with-blocks, so the answer needs no guard of its own.
-            return ConstantValue(fn())
-        if fn in _EFFECTFUL:
-            raise GraphBreak(f"{self.describe()} changes global state; it runs eagerly")
+        rule = trace_rules.rule_for_object(fn)
+        if rule is not None and not (rule.rule is Rule.GRAPH_OP and isinstance(fn, types.FunctionType)):
+            return call_by_rule(tx, self, rule, args, kwargs)
         if fn is torch.Size:
             items = args[0].iterate(tx) if args else []
             if not all(i.is_constant() for i in items):
@@ -117,6 +100,46 @@ class TorchValue(Value):
                 raise GraphBreak(f"constructing {self.describe()} is not supported")
         name = getattr(fn, "__name__", repr(fn))
         return tx.graph.call("call_function", fn, args, kwargs, f"torch.{name}")
+
+
+def call_by_rule(tx, fn_value: Value, rule: TraceRule, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """Call torch's (or a library's) ``fn_value`` as its trace rule says (``dynacap.trace_rules``)."""
+    fn = fn_value.real_object()
+    what = f"`{getattr(fn, '__module__', None) or 'torch'}.{getattr(fn, '__qualname__', fn)}`"
+    if rule.rule is Rule.EAGER:
+        raise GraphBreak(f"{what} {rule.why}")
+    if rule.rule is Rule.COMPILER:
+        if isinstance(fn, type):
+            from .null_context import NullContextValue
+
+            return NullContextValue(what, rule.why)
+        return ConstantValue(rule.answer)
+    if rule.rule is Rule.FOLD:
+        const = constant_args(args, kwargs)
+        if const is None:
+            raise GraphBreak(f"{what} on values known only at run time")
+        return ConstantValue(fn(*const[0], **const[1]))
+    if rule.rule is Rule.MODEL:
+        from .wrap import wrap
+
+        model, eager_reason = rule.answer
+        # Keyword arguments known only at run time stay Values: never None, never False.
+        reason = eager_reason({k: v.as_constant() if v.is_constant() else v for k, v in kwargs.items()})
+        if reason is not None:
+            raise GraphBreak(f"{what}: {reason}")
+        return wrap(tx, model, None).call(tx, args, kwargs)
+    if rule.rule is Rule.SEE_THROUGH:
+        from .wrap import wrap
+
+        return wrap(tx, fn.__wrapped__, None).call(tx, args, kwargs)
+    if rule.rule is Rule.INLINE and isinstance(fn, types.FunctionType):
+        from .functions import UserFunctionValue
+
+        function = UserFunctionValue(fn, fn_value.source)
+        function.library_ok = True
+        return tx.inline_call(function, args, kwargs)
+    name = getattr(fn, "__name__", repr(fn))
+    return tx.graph.call("call_function", fn, args, kwargs, f"torch.{name}")
 
 
 class AutogradApplyValue(Value):

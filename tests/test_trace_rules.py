@@ -1,0 +1,208 @@
+"""Trace rules (``dynacap.trace_rules``): every public torch function has a rule, and each rule does what it says.
+
+Differential: eager vs captured results and gradients, then graph and break counts and the reasons
+written for users.
+"""
+from __future__ import annotations
+
+import importlib
+import types
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.utils.checkpoint as checkpointing
+
+import dynacap
+from dynacap import trace_rules
+from dynacap.trace_rules import Rule
+from differential import assert_fully_captured, explain_captured, run_differential
+
+#: torch's public namespaces whose Python functions the walk checks.
+NAMESPACES = ["torch", "torch.nn.functional", "torch.nn.init", "torch.nn.utils", "torch.nn.utils.parametrize",
+              "torch.nn.utils.rnn", "torch.optim", "torch.distributions", "torch.linalg", "torch.fft", "torch.special",
+              "torch.autograd", "torch.autograd.functional", "torch.utils.checkpoint", "torch.func", "torch.random",
+              "torch.cuda", "torch.jit", "torch.compiler", "torch.testing", "torch.masked", "torch.sparse",
+              "torch.nested", "torch.amp", "torch.overrides", "torch.hub", "torch.serialization", "torch.fx",
+              "torch.export", "torch.profiler", "torch.library", "torch.utils.data", "torch.ao.nn.quantized",
+              "torch.distributed", "torch.backends", "torch.signal.windows"]
+
+
+def _public_functions():
+    for name in NAMESPACES:
+        module = importlib.import_module(name)
+        for attr in dir(module):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # deprecated aliases warn when read
+                obj = getattr(module, attr, None)
+            if attr.startswith("_") or not isinstance(obj, types.FunctionType):
+                continue
+            if not (trace_rules.module_of_file(obj.__code__.co_filename) or "").startswith("torch"):
+                continue  # re-exported from the standard library (typing, contextlib...)
+            yield f"{name}.{attr}", obj
+
+
+def test_every_public_torch_function_has_a_rule_of_its_own():
+    missing, seen = [], 0
+    for public_name, fn in _public_functions():
+        seen += 1
+        rule = trace_rules.rule_for_code(fn.__code__)
+        if rule is None or rule is trace_rules.DEFAULT:
+            missing.append(f"{public_name} ({trace_rules.name_of_code(fn.__code__)})")
+    assert seen > 300
+    assert not missing, "no rule names these (they would fall to the default):\n" + "\n".join(missing)
+
+
+def test_rules_are_found_by_the_longest_name():
+    assert trace_rules.rule_for_code(torch.optim.Adam.step.__code__).rule is Rule.INLINE
+    assert trace_rules.rule_for_code(torch.nn.functional.relu.__code__).rule is Rule.GRAPH_OP
+    assert trace_rules.rule_for_code(torch.manual_seed.__code__).rule is Rule.EAGER
+    assert trace_rules.rule_for_code(torch.compiler.is_compiling.__code__).answer is True
+    # torch's own __init__ has a rule that does not cover its submodules.
+    assert trace_rules.rule_for_code(torch.is_tensor.__code__).name == "torch.__init__"
+    assert trace_rules.rule_for_code(torch.utils.hooks.unserializable_hook.__code__) is trace_rules.DEFAULT
+    # C functions: graph operations unless named.
+    assert trace_rules.rule_for_object(torch.relu) is None
+    assert trace_rules.rule_for_object(torch.is_grad_enabled).rule is Rule.FOLD
+    # User code has no rule.
+    assert trace_rules.rule_for_code(test_rules_are_found_by_the_longest_name.__code__) is None
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_non_reentrant_checkpoint_is_traced_with_eager_gradients(backend):
+    def fn(x, w):
+        h = checkpointing.checkpoint(lambda t: torch.tanh(t @ w) * 2, x, use_reentrant=False)
+        return (h + 1).sum()
+
+    x, w = torch.randn(4, 3), torch.randn(3, 3, requires_grad=True)
+    assert_fully_captured(fn, x, w)
+    w_eager, w_captured = w.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    fn(x, w_eager).backward()
+    dynacap.optimize(fn, backend=backend)(x, w_captured).backward()
+    torch.testing.assert_close(w_captured.grad, w_eager.grad)
+
+
+def test_reentrant_checkpoint_runs_eagerly_with_a_reason():
+    def fn(x, w):
+        return checkpointing.checkpoint(lambda t: torch.tanh(t @ w), x, use_reentrant=True) + 1
+
+    out = explain_captured(fn, torch.randn(4, 3), torch.randn(3, 3, requires_grad=True))
+    assert out.graph_break_count == 1
+    assert "reentrant checkpointing" in str(out.break_reasons[0])
+
+
+def test_quantized_functional_module_is_inlined():
+    from torch.ao.nn.quantized import FloatFunctional
+
+    ff = FloatFunctional()
+
+    def fn(x):
+        return ff.add_scalar(ff.mul(x, x), 1.5) + ff.cat([x, x], dim=0).sum()
+
+    assert_fully_captured(fn, torch.randn(3, 4))
+    run_differential(fn, torch.randn(3, 4))
+
+
+def test_record_function_block_is_traced_and_does_nothing():
+    def fn(x):
+        with torch.autograd.profiler.record_function("my range"):
+            y = x.sin() * 2
+        return y + 1
+
+    assert_fully_captured(fn, torch.randn(5), min_ops=3)
+    run_differential(fn, torch.randn(5))
+
+
+def test_record_function_with_a_break_inside_runs_the_block_eagerly():
+    @dynacap.disable
+    def host(t):
+        return t * 3
+
+    def fn(x):
+        with torch.autograd.profiler.record_function("my range"):
+            y = host(x.sin())
+        return y + 1
+
+    run_differential(fn, torch.randn(5))
+
+
+def test_compiler_questions_are_answered_as_a_compiler():
+    def fn(x):
+        if torch.compiler.is_compiling() and not torch.jit.is_scripting() and torch._utils.is_compiling():
+            x = x + 1
+        if torch.cuda.is_available():
+            x = x * 100
+        return x * 2
+
+    x = torch.randn(3)
+    out = dynacap.explain(fn)(x)
+    assert (out.graph_count, out.graph_break_count) == (1, 0)
+    # torch.compile's answers too: the compiler path, where eager takes the host path.
+    torch.testing.assert_close(out.result, (x + 1) * 2)
+    torch.testing.assert_close(fn(x), x * 2)
+
+
+def test_graph_break_request_changes_nothing():
+    import torch._dynamo  # the function itself lives there; the engine only names it
+
+    def fn(x):
+        y = x.sin()
+        torch._dynamo.graph_break()
+        return y.cos()
+
+    assert_fully_captured(fn, torch.randn(3), min_ops=2)
+
+
+def test_eager_rules_break_with_their_reason():
+    def seeds(x):
+        torch.manual_seed(3)
+        return x + torch.rand(2)
+
+    out = explain_captured(seeds, torch.randn(2))
+    assert "global random state" in str(out.break_reasons[0])
+
+    def autograd_grad(x):
+        y = (x * x).sum()
+        return torch.autograd.grad(y, x)[0]
+
+    out = explain_captured(autograd_grad, torch.randn(3, requires_grad=True))
+    assert "autograd engine" in str(out.break_reasons[0])
+
+
+def test_torch_compiler_disable_is_a_break_disabled_by_the_user():
+    @torch.compiler.disable
+    def host(t):
+        return t * 3
+
+    def fn(x):
+        return host(x + 1) - 1
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = explain_captured(fn, torch.randn(3))
+    assert any("disabled by the user" in str(r) for r in out.break_reasons), out.break_reasons
+
+
+def test_dynacap_disable_names_the_user():
+    @dynacap.disable
+    def host(t):
+        return t * 3
+
+    def fn(x):
+        return host(x + 1) - 1
+
+    out = explain_captured(fn, torch.randn(3))
+    assert "disabled by the user (dynacap.disable)" in str(out.break_reasons[0])
+
+
+def test_typing_helpers_are_traced():
+    import typing
+
+    def fn(x, hint=typing.Optional[typing.List[int]]):
+        origin = typing.get_origin(hint)
+        args = typing.get_args(hint)
+        return typing.cast(torch.Tensor, x) * len(args) + (1 if origin is typing.Union else 0)
+
+    assert_fully_captured(fn, torch.randn(3))
+    run_differential(fn, torch.randn(3))
