@@ -40,6 +40,7 @@ enum {
     SRC_ITEM,         /* base[arg] */
     SRC_DICT_STORAGE, /* dict.__getitem__(base, arg) */
     SRC_GLOBALS,      /* G itself */
+    SRC_TYPE,         /* type(base) */
     SRC_COUNT
 };
 
@@ -71,6 +72,12 @@ typedef struct {
     int op;
     int base; /* index of an earlier step, or -1 */
     PyObject *arg;
+    /* Last lookup of arg in a plain dict: while that dict (same object, same
+     * version tag) is unchanged, the value is the same object, which the
+     * dict keeps alive. Compared, never dereferenced, until the tag matches. */
+    PyObject *dict;
+    uint64_t version;
+    PyObject *value;
 } Step;
 
 typedef struct {
@@ -246,10 +253,20 @@ m_tensor_meta(PyObject *module, PyObject *t)
 
 /* d[key]; NULL without an exception for a missing key of a dict. */
 static PyObject *
-item_of(PyObject *d, PyObject *key)
+item_of(Step *s, PyObject *d, PyObject *key)
 {
     if (PyDict_CheckExact(d)) {
-        return Py_XNewRef(PyDict_GetItemWithError(d, key));
+        PyDictObject *mp = (PyDictObject *)d;
+        if (s->dict == d && s->version == mp->ma_version_tag) {
+            return Py_NewRef(s->value);
+        }
+        PyObject *v = PyDict_GetItemWithError(d, key);
+        if (v != NULL) {
+            s->dict = d;
+            s->version = mp->ma_version_tag;
+            s->value = v;
+        }
+        return Py_XNewRef(v);
     }
     if (PyLong_CheckExact(key) && (PyList_CheckExact(d) || PyTuple_CheckExact(d))) {
         Py_ssize_t i = PyLong_AsSsize_t(key);
@@ -298,10 +315,10 @@ read_source(GuardProgram *p, PyObject **regs, Py_ssize_t i, PyObject *L, PyObjec
     }
     switch (s->op) {
     case SRC_LOCAL:
-        v = item_of(L, s->arg);
+        v = item_of(s, L, s->arg);
         break;
     case SRC_GLOBAL:
-        v = item_of(G, s->arg);
+        v = item_of(s, G, s->arg);
         break;
     case SRC_CONST:
         v = Py_NewRef(s->arg);
@@ -316,10 +333,13 @@ read_source(GuardProgram *p, PyObject **regs, Py_ssize_t i, PyObject *L, PyObjec
         v = PyObject_GenericGetAttr(base, s->arg);
         break;
     case SRC_ITEM:
-        v = item_of(base, s->arg);
+        v = item_of(s, base, s->arg);
         break;
     case SRC_DICT_STORAGE:
         v = dict_storage(base, s->arg);
+        break;
+    case SRC_TYPE:
+        v = Py_NewRef((PyObject *)Py_TYPE(base));
         break;
     }
     regs[i] = v;
@@ -627,7 +647,7 @@ parse_steps(GuardProgram *p, PyObject *steps)
             return bad_program("bad step", i);
         }
         int needs_base = s->op == SRC_ATTR || s->op == SRC_GENERIC_ATTR || s->op == SRC_ITEM ||
-                         s->op == SRC_DICT_STORAGE;
+                         s->op == SRC_DICT_STORAGE || s->op == SRC_TYPE;
         if (needs_base != (s->base >= 0) ||
             ((s->op == SRC_ATTR || s->op == SRC_GENERIC_ATTR) && !PyUnicode_Check(s->arg))) {
             return bad_program("bad step", i);

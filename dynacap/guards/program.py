@@ -15,6 +15,7 @@ import builtins as _builtins
 import ctypes
 import os
 import re
+import sys
 import types
 from dataclasses import dataclass, field
 
@@ -38,7 +39,8 @@ from ..source import (
 from .guard import Guard, TensorSpec, same_constant
 
 # Step kinds, as csrc/guards.c numbers them.
-SRC_LOCAL, SRC_GLOBAL, SRC_CONST, SRC_ATTR, SRC_GENERIC_ATTR, SRC_ITEM, SRC_DICT_STORAGE, SRC_GLOBALS = range(8)
+(SRC_LOCAL, SRC_GLOBAL, SRC_CONST, SRC_ATTR, SRC_GENERIC_ATTR, SRC_ITEM, SRC_DICT_STORAGE, SRC_GLOBALS,
+ SRC_TYPE) = range(9)
 # Check kinds, as csrc/guards.c numbers them.
 (CK_TYPE, CK_ID, CK_ID_WEAK, CK_EQ, CK_FLOAT_BITS, CK_COMPLEX_BITS, CK_KEYS, CK_LEN_EQ, CK_LEN_GT, CK_FALSY,
  CK_NOT_IN, CK_IN, CK_CALL_IS, CK_CALL_TRUE, CK_TENSOR, CK_DISTINCT) = range(16)
@@ -49,6 +51,8 @@ _MODULE_STATE = ("list({s}._parameters) == {p} and list({s}._buffers) == {b} and
 _FUNCTION = "type({s}) is {t} and {s}.__code__ is {code} and {s}.__globals__ is {g}"
 _LENGTH = re.compile(r"len\(\{s\}\) (==|>) (\d+)")
 _NAME_IN = re.compile(r"('[^'\\]*'|\"[^\"\\]*\") (not in|in) (G|\{g\})")
+_NOT_IN_DICT = re.compile(r"('[^'\\]*') not in (\{s\}\.__dict__|object\.__getattribute__\(\{s\}, '__dict__'\))")
+_CLASS_ATTR = re.compile(r"type\(\{s\}\)\.(\w+) is \{attr\}")
 
 
 @dataclass
@@ -78,6 +82,16 @@ class _Constant(Source):
         return f"<constant at {id(self.obj):#x}>"
 
 
+@dataclass(frozen=True)
+class _TypeOf(Source):
+    """``type(base)``."""
+
+    base: Source
+
+    def expr(self) -> str:
+        return f"type({self.base.expr()})"
+
+
 class _Builder:
     def __init__(self, builtins_dict: dict | None):
         self.out = Lowered()
@@ -88,7 +102,8 @@ class _Builder:
     def _step(self, key, op: int, base: int, arg) -> int:
         if key not in self._steps:
             self._steps[key] = len(self.out.steps)
-            self.out.steps.append((op, base, arg))
+            # Names in dicts (globals, attributes) are interned: an interned key is found by identity.
+            self.out.steps.append((op, base, sys.intern(arg) if type(arg) is str else arg))
         return self._steps[key]
 
     def const(self, obj) -> int:
@@ -134,6 +149,8 @@ class _Builder:
             return self._step(key, SRC_ATTR, cell, "cell_contents")
         if t is DictStorageSource:
             return self._step(key, SRC_DICT_STORAGE, base, src.key)
+        if t is _TypeOf:
+            return self._step(key, SRC_TYPE, base, None)
         return None
 
     # -- checks -------------------------------------------------------------------------
@@ -223,6 +240,11 @@ def _template_op(g: Guard) -> tuple | None:
         return ("KEYS", s, obj["keys"])
     if s is not None and (m := _LENGTH.fullmatch(t)):
         return ("LEN_EQ" if m[1] == "==" else "LEN_GT", s, int(m[2]))
+    if s is not None and (m := _NOT_IN_DICT.fullmatch(t)):
+        where = AttrSource(s, "__dict__") if m[2].startswith("{s}") else GenericAttrSource(s, "__dict__")
+        return ("NOT_IN", where, ast.literal_eval(m[1]))
+    if s is not None and (m := _CLASS_ATTR.fullmatch(t)):
+        return ("ID", AttrSource(_TypeOf(s), m[1]), obj["attr"])
     if s is None and (m := _NAME_IN.fullmatch(t)):
         where = _Globals() if m[3] == "G" else _Constant(obj["g"])
         return ("NOT_IN" if m[2] == "not in" else "IN", where, ast.literal_eval(m[1]))
