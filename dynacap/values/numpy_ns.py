@@ -40,6 +40,7 @@ _NUMPY_DTYPE = {torch.float16: np.float16, torch.float32: np.float32, torch.floa
                 torch.complex64: np.complex64, torch.complex128: np.complex128, torch.int8: np.int8,
                 torch.int16: np.int16, torch.int32: np.int32, torch.int64: np.int64, torch.uint8: np.uint8,
                 torch.bool: np.bool_}
+_SCALAR_DTYPE_NAME = {t: np.dtype(t).name for t in _NUMPY_DTYPE.values()}
 #: torch._numpy names not traced: they write into an argument or global state, or differ from NumPy's
 #: (``ndarray(shape)``, ``empty``'s values), or are classes answered on constants.
 _NOT_TRACED = {"copyto", "put", "fill_diagonal", "put_along_axis", "set_default_dtype", "from_dlpack", "ndarray",
@@ -137,6 +138,13 @@ class NumpyValue(Value):
         if fn is not np.asarray and fn is not np.array and _holds_tensor(args, kwargs):
             raise GraphBreak(f"{self.describe()} given a torch tensor runs eagerly (NumPy gives back an array or, "
                              "through the tensor's `__array_wrap__`, a tensor); pass `x.numpy()`")
+        if fn is np.asarray and len(args) == 1 and not kwargs:
+            from .tensor import TensorValue
+
+            if isinstance(args[0], TensorValue):
+                return tensor_numpy(tx, args[0], [], {})  # ``Tensor.__array__``: the same memory
+            if isinstance(args[0], NDArrayValue) and args[0].scalar_type is None:
+                return args[0]
         target = _tnp_functions().get(id(fn))
         if target is not None:
             return numpy_call(tx, target[1], fn, args, kwargs, self.describe())
@@ -292,6 +300,10 @@ def numpy_operator(tx, fn, operands: list, what: str) -> Value:
     if fn in _IN_PLACE_OPERATORS:
         raise GraphBreak(f"in-place {what} on a NumPy array runs eagerly (it changes the tensor it shares "
                          "memory with)")
+    if _holds_tensor(operands, {}):
+        # Eager gives a tensor (the NumPy value as a Python scalar or converted array) or a TypeError.
+        raise GraphBreak(f"{what} between a torch tensor and a NumPy value runs eagerly; use torch.from_numpy "
+                         "to keep it in the graph")
     return numpy_call(tx, fn, fn, operands, {}, what)
 
 
@@ -448,8 +460,9 @@ def _to_tnp(obj, tnp):
     if isinstance(obj, torch.Tensor):
         return tnp.ndarray(obj)
     if isinstance(obj, np.generic):
-        # A NumPy scalar is typed (NEP 50), unlike the Python number it subclasses.
-        return tnp.asarray(obj.item(), dtype=obj.dtype.name)
+        # A NumPy scalar is typed (NEP 50), unlike the Python number it subclasses.  (Its dtype's ``.name``
+        # is NumPy's Python code: a frame the hook would try to capture while the graph runs.)
+        return tnp.asarray(obj.item(), dtype=_SCALAR_DTYPE_NAME[type(obj)])
     if type(obj) in (tuple, list):
         return type(obj)(_to_tnp(x, tnp) for x in obj)
     if type(obj) is dict:

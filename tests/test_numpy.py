@@ -1,0 +1,402 @@
+"""NumPy in captured code (issue 9 item 5): arrays made from tensors traced as torch ops, NumPy on constants
+run for real, NumPy randomness always eager.
+
+Each test runs the program eagerly and captured (twice: the second call must hit the cache) and compares
+results by type, dtype, shape and values (NumPy arrays and scalars included), inputs after the call, then
+graph and break counts.
+"""
+import inspect
+
+import numpy as np
+import pytest
+import torch
+
+import dynacap
+from differential import CountingBackend, assert_same, clone_inputs
+
+BACKENDS = ["eager", "aot_eager"]
+
+
+@pytest.fixture(autouse=True)
+def numpy_frames_skipped(monkeypatch):
+    """NumPy's own Python frames run eagerly (requests-numpy N3); until skipfiles says so, via the setting."""
+    from dynacap.interpreter import skipfiles
+
+    if not skipfiles.is_skipped_file(np.__file__):
+        import os
+
+        monkeypatch.setattr(dynacap.config, "skip_prefixes", [os.path.dirname(np.__file__) + os.sep])
+
+
+def _hooked() -> bool:
+    """Whether `x.numpy()` and Python operators reach dynacap.values.numpy_ns (requests-numpy N1, N2)."""
+    from dynacap.interpreter import operators
+    from dynacap.values import tensor
+
+    return "tensor_numpy" in inspect.getsource(tensor) and "numpy_operator" in inspect.getsource(operators)
+
+
+needs_hooks = pytest.mark.skipif(not _hooked(), reason="x.numpy() / operators not routed to numpy_ns yet "
+                                                        "(coord/requests-numpy.md N1, N2)")
+
+
+def same(expected, actual, path="result"):
+    """``assert_same`` that also compares NumPy arrays and scalars (type, dtype, shape, values)."""
+    if isinstance(expected, (np.ndarray, np.generic)):
+        assert type(actual) is type(expected), f"{path}: {type(actual).__name__} != {type(expected).__name__}"
+        assert actual.dtype == expected.dtype, f"{path}: dtype {actual.dtype} != {expected.dtype}"
+        assert np.shape(actual) == np.shape(expected), f"{path}: shape {np.shape(actual)} != {np.shape(expected)}"
+        # torch's kernels may round differently from NumPy's by an ulp (sqrt, exp): as torch.compile's do.
+        np.testing.assert_allclose(actual, expected, rtol=1e-6, atol=1e-7, equal_nan=True, err_msg=path)
+    elif type(expected) in (tuple, list):
+        assert type(actual) is type(expected) and len(actual) == len(expected), f"{path}: {actual!r}"
+        for i, (e, a) in enumerate(zip(expected, actual)):
+            same(e, a, f"{path}[{i}]")
+    else:
+        assert_same(expected, actual, path)
+
+
+def differential(fn, *args, backend="eager", seed=None):
+    """Eager vs captured (twice), results and inputs after the call compared; the counting backend."""
+    dynacap.reset()
+    counting = CountingBackend(None if backend == "eager" else backend)
+    captured = dynacap.optimize(fn, backend=counting)
+    e_args = clone_inputs(args)
+    if seed is not None:
+        np.random.seed(seed)
+    expected = fn(*e_args)
+    for call in ("first", "second"):
+        c_args = clone_inputs(args)
+        if seed is not None:
+            np.random.seed(seed)
+        same(expected, captured(*c_args), f"{call} captured call")
+        same(e_args, c_args, f"inputs after the {call} captured call")
+    return counting
+
+
+def counts(fn, *args):
+    dynacap.reset()
+    out = dynacap.explain(fn)(*clone_inputs(args))
+    return out.graph_count, out.graph_break_count, [str(r) for r in out.break_reasons]
+
+
+def t(*shape, dtype=torch.float32):
+    torch.manual_seed(sum(shape))
+    if dtype.is_floating_point:
+        return torch.randn(*shape, dtype=dtype)
+    return torch.arange(int(np.prod(shape)), dtype=dtype).reshape(shape) - 5
+
+
+# -- arrays made from tensors ------------------------------------------------------------------------
+
+def ufuncs(x):
+    a = np.asarray(x)
+    return torch.from_numpy(np.add(np.sqrt(np.abs(a)), np.tanh(a))) * 2, np.exp(np.negative(a))
+
+
+def reductions(x):
+    a = np.asarray(x)
+    return a.sum(), np.mean(a, axis=0), a.std(ddof=1), np.argmax(a, axis=1), a.max(axis=-1, keepdims=True)
+
+
+def shapes(x):
+    a = np.asarray(x)
+    return a.reshape(5, 4).T, np.transpose(a), a.swapaxes(0, 1).ravel(), np.expand_dims(a, 0).shape, a.ndim
+
+
+def indexing(x):
+    a = np.asarray(x)
+    return a[1:, 2], a[1, 2], a[..., None][0], [row.sum() for row in a]
+
+
+def with_scalars(x):
+    a = np.asarray(x)
+    return np.multiply(a, 3.0), np.add(a, np.float64(1.0)), np.power(a, 2), np.clip(a, -0.5, 0.5)
+
+
+def joins(x):
+    a = np.asarray(x)
+    return np.concatenate([a, a], axis=0), np.stack([a, a]), np.where(np.greater(a, 0), a, 0.0), np.split(a, 2)
+
+
+def matmul(x):
+    a = np.asarray(x)
+    return np.matmul(a, a.T), np.dot(a[0], a[1]), np.einsum("ij,kj->ik", a, a)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("program", [ufuncs, reductions, shapes, indexing, with_scalars, joins, matmul])
+def test_numpy_on_arrays_from_tensors_is_one_graph(program, backend):
+    counting = differential(program, t(4, 5), backend=backend)
+    assert counting.compiles == 1
+    assert counts(program, t(4, 5))[:2] == (1, 0)
+
+
+def test_results_are_numpy_objects_of_numpy_types():
+    """What NumPy returns is what the captured program returns: arrays, NumPy scalars (not 0-d arrays)."""
+    x = t(4, 5)
+    out = dynacap.optimize(reductions, backend="eager")(x)
+    assert [type(v) for v in out] == [np.float32, np.ndarray, np.float32, np.ndarray, np.ndarray]
+    assert out[3].dtype == np.int64
+
+
+def test_graph_holds_torch_operations_only():
+    counting = differential(ufuncs, t(3, 3))
+    nodes = [n for n in counting.graphs[0].graph.nodes if n.op == "call_function"]
+    assert len(nodes) == 8  # abs, sqrt, tanh, add, alias (from_numpy), mul, negative, exp: asarray is no node
+    assert not any((getattr(n.target, "__module__", None) or "").startswith("numpy") for n in nodes)
+    assert not any(isinstance(a, (np.ndarray, np.generic)) for n in nodes for a in n.args)
+
+
+@pytest.mark.parametrize("case", [
+    (lambda a: np.multiply(a, np.float64(3.0)), torch.float32),  # NEP 50: a NumPy float64 scalar promotes
+    (lambda a: np.multiply(a, 3.0), torch.float32),  # a Python float does not
+    (lambda a: np.multiply(a, 1.5), torch.int64),
+    (lambda a: np.add(a, np.int64(3)), torch.int32),
+    (lambda a: np.mean(a), torch.int64),
+    (lambda a: np.sum(a, dtype=np.float64), torch.float32),
+    (lambda a: np.add(a.astype(np.int32), np.int8(1)), torch.float32),
+    (lambda a: np.multiply(np.float32(a), 2), torch.float64),
+    (lambda a: np.greater(a, 0).sum(), torch.float32),
+], ids=["f32*np.float64", "f32*float", "i64*float", "i32+np.int64", "mean(i64)", "sum(dtype=f64)", "astype",
+        "np.float32(a)", "count"])
+def test_dtype_promotion_is_numpys(case):
+    fn, dtype = case
+
+    def program(x):
+        return fn(np.asarray(x))
+
+    differential(program, t(4, 5, dtype=dtype))
+    assert counts(program, t(4, 5, dtype=dtype))[:2] == (1, 0)
+
+
+def test_where_torch_numpy_promotes_differently_it_breaks():
+    """int64 / int: NumPy gives float64, torch's NumPy float32: a break, and the eager result."""
+    def program(x):
+        return np.true_divide(np.asarray(x), 2)
+
+    differential(program, t(4, 5, dtype=torch.int64))
+    graphs, breaks, reasons = counts(program, t(4, 5, dtype=torch.int64))
+    assert breaks >= 1 and "where NumPy computes float64" in reasons[0]
+
+
+def test_complex_fft_dtype_differs_and_breaks():
+    def program(x):
+        return np.fft.fft(np.asarray(x))
+
+    differential(program, t(4, 8))
+    assert "complex64" in counts(program, t(4, 8))[2][0]
+
+
+def test_from_numpy_is_a_new_tensor_sharing_memory():
+    def program(x):
+        y = torch.from_numpy(np.asarray(x))
+        y.add_(1)  # writes x through the shared memory, as eager does
+        return y is x, torch.as_tensor(np.asarray(x)) is x, y
+
+    differential(program, t(3))
+    assert counts(program, t(3))[:2] == (1, 0)
+
+
+def test_torch_tensor_of_an_array_copies():
+    def program(x):
+        y = torch.tensor(np.asarray(x), dtype=torch.float64)
+        y.add_(1)
+        return y, x
+
+    differential(program, t(3))
+    assert counts(program, t(3))[:2] == (1, 0)
+
+
+def test_mixed_torch_and_numpy_under_fullgraph_is_one_graph():
+    def program(x, w):
+        h = torch.relu(x @ w)
+        a = np.tanh(np.multiply(np.asarray(h.detach()), np.float32(0.5)))
+        z = torch.from_numpy(np.concatenate([a, np.ones_like(a)], axis=1).astype(np.float32))
+        return (z.sum(dim=1) + x.sum(dim=1)).softmax(0)
+
+    counting = CountingBackend()
+    x, w = t(4, 3), t(3, 6)
+    out = dynacap.optimize(program, backend=counting, fullgraph=True)(x, w)
+    same(program(x, w), out)
+    assert counting.compiles == 1
+    assert differential(program, x, w, backend="aot_eager").compiles == 1
+
+
+def test_array_live_at_a_break_is_a_real_array_after_it():
+    def program(x):
+        a = np.sqrt(np.abs(np.asarray(x)))
+        print("between")  # a graph break with `a` live
+        return a, x + 1
+
+    differential(program, t(3, 2))
+    graphs, breaks, _ = counts(program, t(3, 2))
+    assert graphs >= 1 and breaks >= 1
+
+
+def test_writing_into_an_array_breaks_and_changes_the_tensor_as_eager():
+    def program(x):
+        a = np.asarray(x)
+        a[0] = 7.0
+        return x * 2
+
+    differential(program, t(3))
+    assert "writing into" in counts(program, t(3))[2][0]
+
+
+def test_tensor_given_to_a_numpy_function_breaks():
+    """Eager NumPy turns a tensor into an array, or back into a tensor through `__array_wrap__`."""
+    def program(x):
+        return np.concatenate([x, x])
+
+    differential(program, t(3))
+    assert "given a torch tensor" in counts(program, t(3))[2][0]
+
+
+# -- NumPy on constants ------------------------------------------------------------------------------
+
+def constants(x):
+    return x * np.float32(2.0) + np.sqrt(4.0) + np.pi + np.float32(1.5) * 2 + np.finfo(np.float32).eps
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_numpy_on_constants_runs_at_capture_time(backend):
+    assert differential(constants, t(4), backend=backend).compiles == 1
+    assert counts(constants, t(4))[:2] == (1, 0)
+
+
+def test_arrays_of_constants_are_graph_nodes():
+    def program(x):
+        return x + torch.from_numpy(np.arange(5)) + torch.as_tensor(np.linspace(0, 1, 5, dtype=np.float32)) \
+            + torch.from_numpy(np.zeros((4, 1)))
+
+    differential(program, t(4, 5), backend="aot_eager")
+    assert counts(program, t(4, 5))[:2] == (1, 0)
+
+
+def test_constant_numpy_results_keep_their_type():
+    def program(x):
+        return np.float32(2.0) * 3, np.sqrt(np.float64(2.0)), np.int64(7) // 2, np.float32(1.0).dtype, x + 1
+
+    out = dynacap.optimize(program, backend="eager")(t(2))
+    assert [type(v) for v in out[:3]] == [np.float32, np.float64, np.int64]
+    differential(program, t(2))
+
+
+SCALE = np.float32(0.5)
+
+
+def scaled(x):
+    return x * SCALE
+
+
+def test_numpy_scalar_from_the_frame_is_guarded_by_type_and_value():
+    global SCALE
+    counting = differential(scaled, t(3))
+    captured = dynacap.optimize(scaled, backend=counting)
+    try:
+        for value in (np.float32(0.25), np.float64(0.25), np.float32(-0.0), np.float32(0.25)):
+            SCALE = value
+            same(scaled(t(3)), captured(t(3)), f"SCALE={value!r}")
+        assert counting.compiles == 4  # 0.5, 0.25 as float32, as float64, -0.0; 0.25 again hits the cache
+    finally:
+        SCALE = np.float32(0.5)
+
+
+TABLE = np.ones(3, dtype=np.float32)
+
+
+def test_numpy_array_from_the_frame_breaks_cleanly():
+    def program(x):
+        return x + torch.from_numpy(TABLE)
+
+    differential(program, t(3))
+    assert "a NumPy array read from the frame (TABLE)" in counts(program, t(3))[2][0]
+
+
+# -- NumPy randomness --------------------------------------------------------------------------------
+
+def test_numpy_random_always_runs_eagerly():
+    def program(x):
+        noise = np.random.randn(3).astype(np.float32)
+        return x + torch.from_numpy(noise), np.random.rand()
+
+    differential(program, t(3), seed=0)
+    graphs, breaks, reasons = counts(program, t(3))
+    assert "NumPy randomness runs eagerly" in reasons[0]
+
+
+def test_numpy_random_generator_runs_eagerly():
+    rng_seed = 3
+
+    def program(x):
+        rng = np.random.default_rng(rng_seed)
+        return x * rng.normal()
+
+    differential(program, t(3))
+    assert all("NumPy randomness runs eagerly" in r for r in counts(program, t(3))[2])
+
+
+# -- `x.numpy()` and operators (requests-numpy N1, N2) -------------------------------------------------
+
+def with_operators(x):
+    a = x.numpy()
+    b = (a * 2.0 + 1) / np.float32(3.0) - a ** 2
+    return torch.from_numpy(np.sqrt(np.abs(b))) + 1, (a > 0).sum(), -a, a @ a.T, a[0] == a[0]
+
+
+@needs_hooks
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_x_numpy_and_operators_are_one_graph(backend):
+    assert differential(with_operators, t(4, 5), backend=backend).compiles == 1
+    assert counts(with_operators, t(4, 5))[:2] == (1, 0)
+
+
+@needs_hooks
+def test_x_numpy_where_eager_raises_breaks():
+    def program(x):
+        return x.numpy() * 2
+
+    differential(program, t(3))
+    x = t(3).requires_grad_()
+    assert "requires grad" in counts(program, x)[2][0]
+
+
+@needs_hooks
+def test_in_place_operator_on_an_array_breaks_and_changes_the_tensor():
+    def program(x):
+        a = x.numpy()
+        a += 1
+        return x * 2
+
+    differential(program, t(3))
+    assert "in-place" in counts(program, t(3))[2][0]
+
+
+@needs_hooks
+def test_operator_between_tensor_and_numpy_value_breaks():
+    def program(x):
+        return x * np.sum(x.numpy())  # eager: a tensor (the NumPy scalar as a Python number)
+
+    differential(program, t(3))
+    assert counts(program, t(3))[1] >= 1
+
+
+# -- beside torch.compile ----------------------------------------------------------------------------
+
+def _dynamo_graphs(fn, *args):
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    try:
+        out = torch._dynamo.explain(fn)(*clone_inputs(args))
+    finally:
+        torch._dynamo.reset()
+    return out.graph_count
+
+
+@pytest.mark.parametrize("program", [ufuncs, reductions, joins, constants])
+def test_graph_counts_beside_torch_compile(program):
+    graphs, breaks, _ = counts(program, t(4, 4))
+    assert (graphs, breaks) == (1, 0)
+    assert graphs <= _dynamo_graphs(program, t(4, 4))
