@@ -338,6 +338,23 @@ def test_patched_method_recompiles():
         Point.total = original
 
 
+def _static_call(x):
+    return Point.bump(x)
+
+
+def test_patched_staticmethod_recompiles():
+    """``Cls.static(x)`` was inlined unguarded: rebinding it kept the old code (a wrong result)."""
+    fn = dynacap.optimize(_static_call, backend="eager")
+    x = torch.zeros(3)
+    torch.testing.assert_close(fn(x), x + 1)
+    original = Point.__dict__["bump"]
+    try:
+        Point.bump = staticmethod(lambda t: t + 100)
+        torch.testing.assert_close(fn(x), x + 100)
+    finally:
+        Point.bump = original
+
+
 def _identity(x):
     p = Point(x)
     q = Point(x)

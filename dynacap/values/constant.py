@@ -85,10 +85,14 @@ class ConstantValue(Value):
 
             return wrap(tx, attr, AttrSource(self.source or ClassSource(self.value), name))
         if isinstance(self.value, type) and type(attr) is types.FunctionType:
-            # A class's Python function (``type(self).forward``): inlinable, comparable by identity.
+            # A class's Python function (``type(self).forward``, a staticmethod): inlinable, comparable by
+            # identity, and guarded through the class (``Cls.fn = other`` recompiles).
+            from ..source import AttrSource, ClassSource
             from .wrap import wrap
 
-            return wrap(tx, attr, None)
+            source = AttrSource(self.source or ClassSource(self.value), name) \
+                if type(self.value).__getattribute__ is type.__getattribute__ else None
+            return wrap(tx, attr, source)
         if callable(attr) and not is_literal(attr):
             from .functions import ConstantMethodValue
 

@@ -20,7 +20,7 @@ import types
 
 from ..errors import GraphBreak
 from ..interpreter.regions import protected
-from ..source import AttrSource, DictStorageSource, GenericAttrSource, Source
+from ..source import AttrSource, ClassSource, DictStorageSource, GenericAttrSource, Source
 from .base import DELETED, Value
 from .constant import ConstantValue
 
@@ -470,8 +470,16 @@ def guard_class_attribute(tx, value: Value, obj, name: str, attr) -> None:
         class_source = getattr(value, "class_source", None)
         if class_source is not None:
             # An object made while capturing: no instance to shadow it, only its class to patch.
-            tx.guards.add("ID_MATCH", class_source, f"{{lookup}}({{s}}, {name!r}) is {{attr}}",
-                          f"{type(obj).__qualname__}.{name} is {label}", lookup=class_lookup, attr=attr)
+            # ``Cls.<name>`` is the attribute itself for functions and properties (unless the metaclass
+            # has a data descriptor of that name); other kinds are read from the class dictionaries.
+            where = type(obj).__qualname__ if isinstance(class_source, ClassSource) else readable(class_source)
+            description = f"{where}.{name} is {label}"
+            if type(attr) in (types.FunctionType, property) and name.isidentifier() \
+                    and not _is_data_descriptor(class_lookup(type(type(obj)), name)):
+                tx.guards.add("ID_MATCH", class_source, f"{{s}}.{name} is {{attr}}", description, attr=attr)
+            else:
+                tx.guards.add("ID_MATCH", class_source, f"{{lookup}}({{s}}, {name!r}) is {{attr}}", description,
+                              lookup=class_lookup, attr=attr)
         return
     if not name.isidentifier():
         raise GraphBreak(f"attribute {name!r} of {value.describe()} is not an identifier")
