@@ -290,6 +290,28 @@ def test_dataclass_construction_is_one_graph(backend):
     assert type(b) is Batch and b.n == 3 and b.extra == [] and list(vars(b)) == ["x", "n", "extra", "y"]
 
 
+@dataclasses.dataclass
+class Config:
+    width: int
+    scale: float = 0.5
+
+
+def _dataclass_with_eq(x):
+    c = Config(3)
+    return x * c.scale + c.width, c == c, Config.__hash__ is None
+
+
+def test_dataclass_with_generated_eq_constructs_in_one_graph():
+    run_differential(_dataclass_with_eq, torch.randn(3))
+    dynacap.reset()
+    assert_fully_captured(_dataclass_with_eq, torch.randn(3))
+
+
+def test_inductor_backend():
+    diff = run_differential(_dataclass, torch.randn(3), backend=CountingBackend("inductor"))
+    assert diff.compiles_first == 1
+
+
 def _dataclass_replace(x):
     b = Batch(x, 3)
     c = dataclasses.replace(b, n=4)
