@@ -38,6 +38,17 @@ compiled_autograd: bool = False
 #: graphs (guarded by identity, parameters held by the graph).
 share_graphs_across_instances: bool = True
 
+#: When True, ``t.item()`` (and ``int(t)``, ``float(t)``, ``t.tolist()``) stays in the graph as a
+#: data-dependent symbol (torch's *unbacked* ``SymInt``/``SymFloat``) that later operations use;
+#: Python code that needs its value (``if t.item() > 0:``) is a graph break.  When False (the
+#: default, as torch.compile's setting of the same name), reading a tensor's value is a break.
+capture_scalar_outputs: bool = False
+
+#: When True, operations whose result size depends on the data (``nonzero``, ``x[mask]``,
+#: ``torch.unique``, ``masked_select``) stay in the graph with data-dependent sizes; when False
+#: (the default, as torch.compile's setting of the same name) they are graph breaks.
+capture_dynamic_output_shape_ops: bool = False
+
 _SETTINGS = (
     "cache_size_limit",
     "suppress_errors",
@@ -46,6 +57,8 @@ _SETTINGS = (
     "skip_prefixes",
     "compiled_autograd",
     "share_graphs_across_instances",
+    "capture_scalar_outputs",
+    "capture_dynamic_output_shape_ops",
 )
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.fx as fx
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 from torch._subclasses.fake_tensor import (
     DataDependentOutputException,
     DynamicOutputShapeException,
@@ -215,18 +216,29 @@ class GraphBuilder:
                     fake = call(*fake_args, **fake_kwargs)
         except (DataDependentOutputException, DynamicOutputShapeException) as e:
             self.graph.erase_node(node)
+            if self.shapes is None and _captures_data_dependent(e):
+                raise NeedsSymbolicShapes(what) from None  # traced again with a ShapeEnv to hold the symbol
             raise GraphBreak(
                 f"`{what}` produces a value that depends on tensor data ({type(e).__name__}); "
                 "it cannot be captured in a static graph"
+                f" (dynacap.config.{_setting_for(e)}=True keeps it in the graph)"
             ) from e
         except GraphBreak:
             self.graph.erase_node(node)
             raise
+        except GuardOnDataDependentSymNode:
+            self.graph.erase_node(node)
+            raise GraphBreak(f"`{what}` needs the value of a number read from tensor data (`.item()`, the size "
+                             "of `nonzero` or a mask), known only when the graph runs; it runs eagerly") from None
         except Exception as e:
             self.graph.erase_node(node)
             raise GraphBreak(
                 f"`{what}` raised {type(e).__name__} while capturing ({_first_line(e)}); it runs eagerly instead"
             ) from e
+        if self.shapes is not None:
+            bindings = self.shapes.bind_unbacked(fake)
+            if bindings:
+                node.meta["unbacked_bindings"] = bindings
         mutates = node_effect(node, self.external, module if kind == "call_module" else None, fake) == MUTATES
         if self.before_node is not None:
             try:
@@ -347,6 +359,20 @@ class GraphBuilder:
         gm = fx.GraphModule(root, self.graph)
         gm.recompile()
         return gm
+
+
+def _setting_for(e: Exception) -> str:
+    """The setting that keeps ``e``'s kind of data-dependent result in the graph."""
+    if isinstance(e, DynamicOutputShapeException):
+        return "capture_dynamic_output_shape_ops"
+    return "capture_scalar_outputs"
+
+
+def _captures_data_dependent(e: Exception) -> bool:
+    """Whether the settings ask for ``e``'s data-dependent result to be a symbol in the graph."""
+    from .. import config
+
+    return getattr(config, _setting_for(e))
 
 
 def _holds_tensor(fake) -> bool:

@@ -13,6 +13,11 @@ own assumptions), into guard expressions over the frame (``L['x'].size()[0]``):
 - a symbolic size or stride the trace specialized to a number (``int(s)``)
   needs an exact check that ``produce_guards`` leaves to its caller.
 
+With ``config.capture_scalar_outputs`` / ``capture_dynamic_output_shape_ops``
+the ShapeEnv also makes *unbacked* symbols for values read from tensor data
+(``.item()``, the size of ``nonzero``): no guard can name them, so Python
+code that needs one's value is a graph break (``values.symbolic``).
+
 This module knows nothing about bytecode or values; ``dynamic.py`` decides
 which dims are symbolic.
 """
@@ -76,8 +81,25 @@ class SymbolicShapes:
     """The ShapeEnv of one trace and the symbolic inputs made in it."""
 
     def __init__(self):
-        self.env = ShapeEnv()
+        from .. import config
+
+        # Data-dependent results (``.item()``, ``nonzero``) get unbacked symbols only when asked for;
+        # otherwise fake propagation raises and the operation is a graph break.
+        self.env = ShapeEnv(allow_scalar_outputs=config.capture_scalar_outputs,
+                            allow_dynamic_output_shape_ops=config.capture_dynamic_output_shape_ops)
         self._tracked: list[_Tracked] = []
+        #: Whether an operation made an unbacked (data-dependent) symbol.
+        self.unbacked = False
+
+    def bind_unbacked(self, fake) -> dict | None:
+        """Where in ``fake`` (an operation's result) the unbacked symbols it just made are
+        (``node.meta["unbacked_bindings"]``, which graph passes read); None when it made none."""
+        if not self.env.pending_fresh_unbacked_symbols:
+            return None
+        from torch.fx.experimental.symbolic_shapes import compute_unbacked_bindings
+
+        self.unbacked = True
+        return compute_unbacked_bindings(self.env, fake)
 
     def fake_tensor(self, mode, tensor: torch.Tensor, source: Source, choices) -> torch.Tensor:
         """The fake of an input tensor whose dims are chosen by ``choices`` (``dynamic.DimChoice``s)."""
@@ -144,5 +166,5 @@ class SymbolicShapes:
 
     def is_static(self) -> bool:
         """Whether nothing in the trace is symbolic (so guards and backends can treat it as static)."""
-        return not self._tracked
+        return not self._tracked and not self.unbacked
 

@@ -11,13 +11,22 @@ dict key) the value is *specialized*: the answer comes from the size seen
 while tracing, and torch's ShapeEnv records what it relied on
 (``x.size(0) > 8``, or ``x.size(0) == 8`` for an exact use), which becomes
 a guard of the entry.  So specializing is always sound; it only narrows
-which sizes the entry accepts.
+which sizes the entry accepts.  A number read from tensor data
+(``config.capture_scalar_outputs``: an unbacked symbol) cannot be
+specialized: Python code that needs its value is a graph break.
 """
 from __future__ import annotations
 
 import torch
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, free_unbacked_symbols
 
+from ..errors import GraphBreak
 from .base import Value
+
+#: Why Python cannot use a number read from tensor data.
+_DATA_DEPENDENT = ("a number read from tensor data (`.item()`, the size of `nonzero` or a mask) {use}; "
+                   "it is known only when the graph runs, so this runs eagerly (use torch.where, "
+                   "torch.cond or torch._check to stay in the graph)")
 
 
 class SymNumberValue(Value):
@@ -39,18 +48,31 @@ class SymNumberValue(Value):
             return bool
         return int if isinstance(self.fake, torch.SymInt) else float
 
+    def data_dependent(self) -> bool:
+        """Whether the number is read from tensor data (an unbacked symbol: ``t.item()``, the size of
+        ``nonzero``), which no guard can name."""
+        return bool(free_unbacked_symbols(self.fake))
+
     # Usable wherever a constant is: reading it as one specializes it (and the ShapeEnv guards that).
+    # A data-dependent one is not: its value exists only when the graph runs.
     def is_constant(self) -> bool:
-        return True
+        return not self.data_dependent()
 
     def as_constant(self):
+        if self.data_dependent():
+            raise GraphBreak(_DATA_DEPENDENT.format(use="used where Python needs its value"))
         return self.python_type()(self.fake)
 
     def real_object(self):
         return self.as_constant()
 
     def truth(self, tx) -> bool:
-        return bool(self.fake)
+        try:
+            # A data-dependent relation the ShapeEnv can decide from ranges alone (``n >= 0`` for
+            # a size) needs no guard; any other cannot be decided at capture time.
+            return bool(self.fake)
+        except GuardOnDataDependentSymNode:
+            raise GraphBreak(_DATA_DEPENDENT.format(use="decides a branch")) from None
 
     def reconstruct(self, cg) -> None:
         cg.load_tensor(self)  # an input is reloaded from its source, anything else is a graph output

@@ -5,7 +5,9 @@ tensor at capture time: static sizes are constants (guarded), symbolic
 ones (dynamic shapes) ``size`` nodes giving ``SymNumberValue``s.  Operations become
 graph nodes through ``tx.graph.call``.  Anything that needs the tensor's
 *data* in Python (``if x.sum() > 0``, ``.item()``, ``.tolist()``) is a
-graph break with a reason that says so.
+graph break with a reason that says so; with ``config.capture_scalar_outputs``
+``.item()``/``.tolist()``/``int(t)``/``float(t)`` stay in the graph as
+data-dependent symbols, and only Python code needing their value breaks.
 """
 from __future__ import annotations
 
@@ -13,12 +15,14 @@ import builtins
 import operator
 
 import torch
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
+from .. import config
 from ..errors import GraphBreak
 from . import legacy_tensors
 from .base import Value
 from .constant import ConstantValue
-from .containers import SizeValue, TupleValue
+from .containers import ListValue, SizeValue, TupleValue
 from .functions import MethodOfValue
 
 #: Attributes answered from the fake tensor as constants.
@@ -29,6 +33,8 @@ _META_METHODS = {"dim", "ndimension", "numel", "nelement", "element_size", "is_c
                  "is_complex", "stride", "get_device", "is_signed", "storage_offset", "size"}
 #: Attributes that are new tensors (views): captured as ``getattr`` nodes.
 _TENSOR_ATTRS = {"T", "mT", "H", "mH", "real", "imag"}
+#: Largest tensor whose ``.tolist()`` is captured (one graph node per element).
+_TOLIST_LIMIT = 64
 #: Calls that need real data in Python.
 _DATA_DEPENDENT = {
     "item": "`.item()` reads a tensor's value into Python",
@@ -110,7 +116,36 @@ class TensorValue(Value):
     def iterate(self, tx):
         if self.fake.dim() == 0:
             raise GraphBreak("iterating over a 0-d tensor")
-        return [self.getitem(tx, ConstantValue(i)) for i in range(self.fake.shape[0])]
+        length = self.fake.shape[0]
+        if isinstance(length, torch.SymInt) and free_unbacked_symbols(length):
+            raise GraphBreak("iterating over a tensor whose length depends on tensor data (`nonzero`, a mask)")
+        return [self.getitem(tx, ConstantValue(i)) for i in range(length)]
+
+    # -- values read into Python (``config.capture_scalar_outputs``) ---------------------------------
+    def item(self, tx) -> Value:
+        """``t.item()`` as a graph node: a symbol read from the data (unbacked) that later operations use."""
+        return tx.graph.call("call_method", "item", [self], {}, "tensor.item()")
+
+    def tolist(self, tx) -> Value:
+        """``t.tolist()``: nested lists of ``item`` symbols (one per element, so sizes must be known)."""
+        if self.fake.dim() == 0:
+            return self.item(tx)
+        if not all(isinstance(d, int) for d in self.fake.shape) or self.fake.numel() > _TOLIST_LIMIT:
+            raise GraphBreak(f"`.tolist()` of a tensor of symbolic size or more than {_TOLIST_LIMIT} elements")
+        return ListValue([row.tolist(tx) for row in self.iterate(tx)])
+
+    def python_number(self, tx, kind: type) -> Value:
+        """``int(t)`` / ``float(t)`` of a one-element tensor, as ``item`` in the graph (truncated or widened
+        as Python would); a break unless ``config.capture_scalar_outputs``."""
+        fake = self.fake
+        if not config.capture_scalar_outputs or kind not in (int, float) or fake.dtype is torch.bool \
+                or fake.is_complex() or fake.numel() != 1:
+            raise GraphBreak(f"`{kind.__name__}()` of a tensor reads its value into Python")
+        value = self.item(tx)
+        if (kind is int) == fake.is_floating_point():
+            convert = torch.sym_int if kind is int else torch.sym_float
+            value = tx.graph.call("call_function", convert, [value], {}, f"{kind.__name__}(tensor)")
+        return value
 
     def getitem(self, tx, index: Value) -> Value:
         return tx.graph.call("call_function", operator.getitem, [self, index], {}, "tensor[...]")
@@ -170,10 +205,12 @@ class TensorMethodValue(MethodOfValue):
 
     def call(self, tx, args, kwargs):
         name = self.name
+        if name in ("item", "tolist") and config.capture_scalar_outputs and not args and not kwargs:
+            return self.owner.item(tx) if name == "item" else self.owner.tolist(tx)
         if name in _DATA_DEPENDENT:
             raise GraphBreak(f"{_DATA_DEPENDENT[name]}; this cannot be captured in a graph"
-                             + (" (keep the value as a tensor to stay in the graph)"
-                                if name in ("item", "tolist") else ""))
+                             + (" (keep the value as a tensor, or set dynacap.config.capture_scalar_outputs=True, "
+                                "to stay in the graph)" if name in ("item", "tolist") else ""))
         if name in _META_METHODS:
             from .base import constant_args
 
