@@ -5,7 +5,8 @@ Every figure is measured for dynacap and torch.compile (Dynamo) in the same proc
 
 * **per guard**: a function adding N module-level floats to a tensor (each float one guard)
   is called at N = 10, 100, 1000; ns per guard = (time per call at N − at 0) / N, best of
-  several batches.
+  several batches. dynacap's default check is its C guard program; the row
+  ``dynacap (Python)`` is the generated Python check (``DYNACAP_PYTHON_GUARDS=1``), for reference.
 * **big list**: ``x + BIG[7]`` with a 30,000-item global list: guards made, first call, µs per call.
 * **alive**: 60 models of distinct classes, each captured once, deleted without reset: how many
   the engine keeps alive; then after its reset.
@@ -17,6 +18,7 @@ Usage::
 
     PYTHONPATH=. python3 benchmarks/guards.py             # ~2 minutes
     PYTHONPATH=. python3 benchmarks/guards.py --quick     # fewer repeats
+    PYTHONPATH=. python3 benchmarks/guards.py --per-guard # only the per-guard figures
 """
 from __future__ import annotations
 
@@ -77,17 +79,26 @@ def _summing(n: int):
 
 
 def per_guard(repeats: int) -> dict:
+    """Engine -> {N: ns per guarded constant}; the engines' calls interleave, so load hits all alike."""
     x = torch.randn(4)
-    out = {}
-    for engine in ENGINES:
+    rows = {"dynacap": ("dynacap", False), "dynacap (Python)": ("dynacap", True),
+            "torch.compile": ("torch.compile", False)}
+    fns = {}
+    for row, (engine, python) in rows.items():
         reset(engine)
-        times = {}
-        for n in (0, 10, 100, 1000):
-            fn = compile_with(engine, _summing(n))
-            fn(x)
-            times[n] = best_per_call(fn, (x,), 2000 if n < 1000 else 300, repeats)
-        out[engine] = {n: (times[n] - times[0]) / n * 1e9 for n in (10, 100, 1000)}
-    return out
+        if python:
+            os.environ["DYNACAP_PYTHON_GUARDS"] = "1"  # read when a guard is compiled
+        try:
+            for n in (0, 10, 100, 1000):
+                fns[row, n] = compile_with(engine, _summing(n))
+                fns[row, n](x)
+        finally:
+            os.environ.pop("DYNACAP_PYTHON_GUARDS", None)
+    times = {key: float("inf") for key in fns}
+    for _ in range(repeats):
+        for key, fn in fns.items():
+            times[key] = min(times[key], best_per_call(fn, (x,), 2000 if key[1] < 1000 else 300, 1))
+    return {row: {n: (times[row, n] - times[row, 0]) / n * 1e9 for n in (10, 100, 1000)} for row in rows}
 
 
 BIG = list(range(30000))
@@ -206,6 +217,7 @@ def capture_times() -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer repeats (rough figures)")
+    parser.add_argument("--per-guard", action="store_true", help="only the per-guard figures")
     args = parser.parse_args(argv)
     repeats = 3 if args.quick else 7
     torch.set_num_threads(1)
@@ -221,7 +233,10 @@ def main(argv=None) -> int:
 
     print("ns per guarded constant (per-call time at N guards minus at 0, / N)")
     for engine, row in per_guard(repeats).items():
-        print(f"  {engine:<14} " + "  ".join(f"N={n}: {v:7.1f}" for n, v in row.items()))
+        print(f"  {engine:<17} " + "  ".join(f"N={n}: {v:7.1f}" for n, v in row.items())
+              + f"   (1,000 guards: {row[1000]:.1f} µs)")
+    if args.per_guard:
+        return 0
     print("x + BIG[7], a 30,000-item global list")
     for engine, row in big_list(repeats).items():
         print(f"  {engine:<14} guards {row['guards']:>6}  first call {row['first_ms']:8.1f} ms  "

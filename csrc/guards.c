@@ -97,6 +97,8 @@ typedef struct {
     PyObject *refs;     /* (steps, checks): keeps every object the arrays point to alive */
     PyObject *fallback; /* callable(L, G) or None */
     PyObject *dict;     /* attributes (compiled_guard) */
+    PyObject **scratch; /* nsteps registers, reused by calls that do not overlap */
+    int running;        /* a call is using scratch (a read re-entered the program) */
     vectorcallfunc vectorcall;
 } GuardProgram;
 
@@ -521,29 +523,36 @@ run_check(GuardProgram *p, Check *c, PyObject *v, PyObject **regs, PyObject *L, 
 static int
 program_run(GuardProgram *p, PyObject *L, PyObject *G)
 {
-    PyObject *small[32] = {NULL};
-    PyObject **regs = small;
     if (p->steps == NULL && p->nsteps > 0) {
         return 0; /* cleared by the garbage collector */
     }
-    if (p->nsteps > 32 && (regs = PyMem_Calloc(p->nsteps, sizeof(PyObject *))) == NULL) {
+    PyObject **regs = p->scratch;
+    if (p->running && (regs = PyMem_Calloc(p->nsteps ? p->nsteps : 1, sizeof(PyObject *))) == NULL) {
         PyErr_NoMemory();
         return -1;
     }
+    p->running++;
     int ok = 1;
     for (Py_ssize_t i = 0; i < p->nchecks && ok == 1; i++) {
         Check *c = &p->checks[i];
         PyObject *v = NULL;
-        if (c->src >= 0 && (v = read_source(p, regs, c->src, L, G)) == NULL) {
+        if (c->src >= 0 && (v = regs[c->src]) == NULL &&
+            (v = read_source(p, regs, c->src, L, G)) == NULL) {
             ok = PyErr_Occurred() ? -1 : 0;
             break;
         }
         ok = run_check(p, c, v, regs, L, G);
     }
+    /* Registers go back empty; a decref may run arbitrary code (a finalizer). */
     for (Py_ssize_t i = 0; i < p->nsteps; i++) {
-        Py_XDECREF(regs[i]);
+        PyObject *v = regs[i];
+        if (v != NULL) {
+            regs[i] = NULL;
+            Py_DECREF(v);
+        }
     }
-    if (regs != small) {
+    p->running--;
+    if (regs != p->scratch) {
         PyMem_Free(regs);
     }
     if (ok == 1 && p->fallback != NULL && p->fallback != Py_None) {
@@ -588,8 +597,10 @@ program_free_arrays(GuardProgram *p)
     }
     PyMem_Free(p->checks);
     PyMem_Free(p->steps);
+    PyMem_Free(p->scratch);
     p->checks = NULL;
     p->steps = NULL;
+    p->scratch = NULL;
     p->nchecks = 0;
 }
 
@@ -633,7 +644,8 @@ parse_steps(GuardProgram *p, PyObject *steps)
 {
     p->nsteps = PyTuple_GET_SIZE(steps);
     p->steps = PyMem_Calloc(p->nsteps ? p->nsteps : 1, sizeof(Step));
-    if (p->steps == NULL) {
+    p->scratch = PyMem_Calloc(p->nsteps ? p->nsteps : 1, sizeof(PyObject *));
+    if (p->steps == NULL || p->scratch == NULL) {
         PyErr_NoMemory();
         return -1;
     }

@@ -451,3 +451,17 @@ def test_compiled_guard_and_program_are_collected():
 def test_malformed_programs_are_refused(steps, checks):
     with pytest.raises((ValueError, TypeError)):
         _C.GuardProgram(steps, checks, None)
+
+
+def test_a_read_that_runs_the_program_again():
+    holder = []
+
+    class Again:
+        @property
+        def x(self):
+            return holder[0].fn({"a": 5}, {})  # the inner run fails: 5 has no attribute x
+
+    gs = GuardSet()
+    gs.equals_match(AttrSource(L_A, "x"), False)
+    holder.append(compile_guards(gs, python=False))
+    assert agree(gs, locals_frames([Again(), 5])) == [True, False, False]
