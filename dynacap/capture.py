@@ -33,6 +33,7 @@ from .codegen.rewrite import build_rewritten_code, emit_side_effects
 from .dynamic import ShapePolicy
 from .errors import BackendError, BreakReason, GraphBreak, Unsupported, frame_name, user_text
 from .graph import GraphBuilder
+from .graph.effects import preserving_versions
 from .graph.shapes import NeedsSymbolicShapes
 from .guards import compile_guards
 from .interpreter import TraceContext, Tracer
@@ -176,7 +177,11 @@ class CaptureContext:
                 self.record.break_reasons.append(reason)
             if self.fullgraph:
                 raise Unsupported(reason) from None
-            new_code = (self.resume_after_break(code, tctx, e) if e.frames else None) or code
+            resumable = e.frames and _grad_mode_of_blocks(e.frames, tctx.initial_grad) == \
+                e.frames[-1].checkpoint.grad_enabled
+            # (Otherwise torch.set_grad_enabled(...) called outside a with block set the mode at the
+            # break: no resume function could start in it, so the frame runs eagerly.)
+            new_code = (self.resume_after_break(code, tctx, e) if resumable else None) or code
         finally:
             while tctx.autocasts:  # leave autocast blocks the trace entered (a break inside one)
                 tctx.autocasts.pop().__exit__(None, None, None)
@@ -249,7 +254,7 @@ class CaptureContext:
         except Exception as e:
             raise BackendError(f"backend {getattr(self.backend, '__name__', self.backend)!r} failed on the graph "
                                f"of {frame_name(code)}: {type(e).__name__}: {e}") from e
-        compiled = restoring_modes_on_error(run_without_capture(compiled), gm)
+        compiled = restoring_modes_on_error(preserving_versions(run_without_capture(compiled), gm), gm)
         return compiled, tctx.graph.inputs, {node: i for i, node in enumerate(outputs)}
 
     # -- logs --------------------------------------------------------------------------
@@ -339,3 +344,13 @@ def side_by_side(original, rewritten, width: int = 60) -> str:
         b = right[k] if k < len(right) else ""
         rows.append(f"{a[:width]:<{width}} | {b}")
     return "\n".join(rows)
+
+
+def _grad_mode_of_blocks(frames, initial: bool) -> bool:
+    """The grad mode the captured ``no_grad``/``enable_grad`` blocks open at a break imply."""
+    mode = initial
+    for frame in frames:
+        for block in frame.checkpoint.blocks:
+            if block.ctx_class in (torch.no_grad, torch.enable_grad):
+                mode = block.ctx_class is torch.enable_grad
+    return mode

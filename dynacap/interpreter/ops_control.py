@@ -11,6 +11,8 @@ raising are graph breaks.  ``YIELD_VALUE`` only runs in inlined generators
 """
 from __future__ import annotations
 
+import torch
+
 from ..errors import GraphBreak
 from ..values.base import Value
 from ..values.constant import ConstantValue
@@ -111,6 +113,10 @@ def _return_value(tx, ins):
                        any(_reaches_pull_iterator(e.value, set()) for e in tx.ctx.side_effects)):
         raise GraphBreak("returning or storing a generator made in the captured code (or a zip/map over "
                          "one) is not captured; the function runs eagerly")
+    if tx.is_root and torch.is_grad_enabled() != tx.ctx.initial_grad:
+        # torch.set_grad_enabled(...) called, not undone: the mode outlives the frame.
+        raise GraphBreak("the function returns with the grad mode changed (torch.set_grad_enabled outside a "
+                         "with block); it runs eagerly")
     tx.return_value = tx.pop()
 
 
@@ -135,11 +141,11 @@ def _raise(tx, ins):
 @handles("BEFORE_WITH")
 def _before_with(tx, ins):
     from ..values.autocast import AutocastValue
-    from ..values.grad_mode import GradModeValue
+    from ..values.grad_mode import GradModeValue, GradSetValue
     from ..values.null_context import NullContextValue
 
     manager = tx.stack[-1]
-    if not isinstance(manager, (GradModeValue, AutocastValue, NullContextValue)):
+    if not isinstance(manager, (GradModeValue, GradSetValue, AutocastValue, NullContextValue)):
         raise GraphBreak(f"`with` on {manager.describe()}: only torch.no_grad()/torch.enable_grad() blocks are "
                          "captured; the block's code around it runs eagerly")
     tx.pop()

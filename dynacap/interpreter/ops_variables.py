@@ -1,6 +1,7 @@
 """Opcodes that move values: locals, cells, globals, attributes, constants, stack shuffles."""
 from __future__ import annotations
 
+import importlib
 import sys
 import types
 
@@ -247,8 +248,14 @@ def _import_name(tx, ins):
     fromlist = tx.pop().as_constant()
     level = tx.pop().as_constant()
     name = ins.argval
-    if level != 0 or name not in sys.modules:
-        raise GraphBreak(f"`import {name}` inside the captured code (only already-imported absolute modules)")
+    if level != 0:
+        raise GraphBreak(f"relative `import` of {name!r} inside the captured code")
+    if name not in sys.modules:
+        # Eager imports it here, once: importing it now (the first call) does the same.
+        try:
+            importlib.import_module(name)
+        except Exception as e:
+            raise GraphBreak(f"`import {name}` raises {type(e).__name__}: {e}") from None
     module = sys.modules[name] if fromlist else sys.modules[name.partition(".")[0]]
     tx.push(wrap(tx, module, None))
 

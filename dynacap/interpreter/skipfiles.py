@@ -31,6 +31,9 @@ _SITE_DIRS = tuple(os.path.abspath(p) + os.sep for p in {sysconfig.get_paths()["
 _TORCH_DEPENDENCY_DIRS = tuple(os.path.join(site, name) + os.sep for site in _SITE_DIRS
                                for name in ("sympy", "mpmath", "filelock", "triton", "networkx", "jinja2"))
 
+#: Backports of the standard library installed as packages: skipped like the standard library.
+_STDLIB_BACKPORTS = frozenset(os.path.join(site, "typing_extensions.py") for site in _SITE_DIRS)
+
 
 def is_skipped_file(filename: str) -> bool:
     if filename.startswith("<"):
@@ -40,7 +43,7 @@ def is_skipped_file(filename: str) -> bool:
         return True
     if path.startswith(_TORCH_DIR) or path.startswith(_TORCH_DEPENDENCY_DIRS):
         return True
-    if path.startswith(_STDLIB_DIRS) and not path.startswith(_SITE_DIRS):
+    if path.startswith(_STDLIB_DIRS) and not path.startswith(_SITE_DIRS) or path in _STDLIB_BACKPORTS:
         return True
     return any(path.startswith(p) for p in config.skip_prefixes)
 

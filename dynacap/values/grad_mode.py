@@ -1,4 +1,5 @@
-"""Grad-mode context managers (``torch.no_grad()``, ``torch.enable_grad()``) in ``with`` blocks.
+"""Grad-mode context managers (``torch.no_grad()``, ``torch.enable_grad()``) in ``with`` blocks,
+and ``torch.set_grad_enabled(mode)`` called or entered.
 
 Entering records a ``torch._C._set_grad_enabled`` node in the graph and
 switches the real grad mode for the rest of the trace (so fake tensors get
@@ -67,4 +68,32 @@ class GradExitValue(Value):
         tx.blocks.pop()
         tx.graph.set_grad_enabled(self.prev)
         torch._C._set_grad_enabled(self.prev)
+        return ConstantValue(None)
+
+
+class GradSetValue(Value):
+    """``torch.set_grad_enabled(mode)``: the mode switched when it is called (as eager does).
+
+    Used in a ``with`` block it restores the mode from before the call on exit, which is
+    the block of ``torch.no_grad()`` / ``torch.enable_grad()`` entered at the call.
+    """
+
+    def __init__(self, tx, mode: bool):
+        self.mode = mode
+        self.prev = torch.is_grad_enabled()
+        tx.graph.set_grad_enabled(mode)
+        torch._C._set_grad_enabled(mode)
+
+    def describe(self):
+        return f"torch.set_grad_enabled({self.mode})"
+
+    def python_type(self):
+        return torch.set_grad_enabled
+
+    def enter(self, tx) -> Value:
+        from ..interpreter.tracer import WithBlock
+
+        block = GradModeValue(torch.enable_grad if self.mode else torch.no_grad)
+        tx.push(GradExitValue(block, self.prev))
+        tx.blocks.append(WithBlock(block.ctx_class))
         return ConstantValue(None)

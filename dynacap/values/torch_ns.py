@@ -83,6 +83,10 @@ class TorchValue(Value):
             from .autocast import make_autocast
 
             return make_autocast(args, kwargs)
+        if fn is torch.set_grad_enabled and len(args) == 1 and not kwargs and args[0].is_constant():
+            from .grad_mode import GradSetValue
+
+            return GradSetValue(tx, bool(args[0].as_constant()))
         if fn in (torch.no_grad, torch.enable_grad) and not args and not kwargs:
             from .grad_mode import GradModeValue
 
