@@ -22,12 +22,15 @@ from __future__ import annotations
 import operator
 import types
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 import torch
+from bytecode import Instr
 from torch.fx.graph import _register_custom_builtin
 
 from ..errors import GraphBreak
+from ..source import Source
 from .base import Value
 from .constant import ConstantValue, is_literal
 from .torch_ns import TorchValue
@@ -40,6 +43,7 @@ _NUMPY_DTYPE = {torch.float16: np.float16, torch.float32: np.float32, torch.floa
                 torch.complex64: np.complex64, torch.complex128: np.complex128, torch.int8: np.int8,
                 torch.int16: np.int16, torch.int32: np.int32, torch.int64: np.int64, torch.uint8: np.uint8,
                 torch.bool: np.bool_}
+_TORCH_DTYPE = {v: k for k, v in _NUMPY_DTYPE.items()}
 _SCALAR_DTYPE_NAME = {t: np.dtype(t).name for t in _NUMPY_DTYPE.values()}
 #: torch._numpy names not traced: they write into an argument or global state, or differ from NumPy's
 #: (``ndarray(shape)``, ``empty``'s values), or are classes answered on constants.
@@ -157,8 +161,10 @@ class NumpyValue(Value):
 class NDArrayValue(Value):
     """A NumPy array (or NumPy scalar) whose data is a tensor of the graph."""
 
-    def __init__(self, tensor, scalar_type: type | None = None):
+    def __init__(self, tensor, scalar_type: type | None = None, source: Source | None = None):
         self.tensor = tensor
+        #: For an array read from the frame: where it is (the tensor's source reads it through from_numpy).
+        self.source = source
         #: ``np.float32`` etc. for a NumPy scalar (a 0-d tensor in the graph); None for an array.
         self.scalar_type = scalar_type
 
@@ -199,6 +205,15 @@ class NDArrayValue(Value):
     def setitem(self, tx, index, value):
         raise GraphBreak(f"writing into {self.describe()} runs eagerly (it changes the tensor it shares memory with)")
 
+    def length(self) -> Value:
+        """``len(array)``: its first dimension, as NumPy answers it."""
+        shape = self.tensor.fake.shape
+        if self.scalar_type is not None or not shape:
+            raise GraphBreak(f"len() of {self.describe()} (TypeError at run time)")
+        if type(shape[0]) is not int:
+            raise GraphBreak(f"len() of {self.describe()} with a dynamic first dimension")
+        return ConstantValue(shape[0])
+
     def iterate(self, tx):
         shape = self.tensor.fake.shape
         if self.scalar_type is not None or not shape:
@@ -208,6 +223,9 @@ class NDArrayValue(Value):
         return [self.getitem(tx, ConstantValue(i)) for i in range(shape[0])]
 
     def reconstruct(self, cg) -> None:
+        if self.source is not None:
+            super().reconstruct(cg)  # the frame's own array, not a new one over the same memory
+            return
         cg.build_once(self, self._build)
 
     def _build(self, cg) -> None:
@@ -219,6 +237,51 @@ class NDArrayValue(Value):
         if self.scalar_type is not None:
             cg.load_const(())
             cg.append("BINARY_SUBSCR")
+
+
+def tensor_of_array(obj):
+    """The tensor sharing a frame NumPy array's memory; None where ``torch.from_numpy`` would refuse or warn."""
+    if type(obj) is not np.ndarray or not obj.flags.writeable or obj.dtype.type not in _TORCH_DTYPE \
+            or not obj.dtype.isnative or any(s < 0 or s % obj.itemsize for s in obj.strides):
+        return None
+    return torch.from_numpy(obj)
+
+
+@dataclass(frozen=True)
+class ArrayTensorSource(Source):
+    """The tensor of a NumPy array read from the frame (``torch.from_numpy`` of it): a graph input."""
+
+    base: Source
+
+    def expr(self) -> str:
+        return f"___tensor_of_array({self.base.expr()})"
+
+    def load(self) -> list:
+        return [Instr("PUSH_NULL"), Instr("LOAD_CONST", tensor_of_array), *self.base.emit(), Instr("PRECALL", 1),
+                Instr("CALL", 1)]
+
+    def root(self) -> Source:
+        return self.base.root()
+
+    def constants(self) -> dict:
+        return {**self.base.constants(), "___tensor_of_array": tensor_of_array}
+
+
+def array_from_frame(tx, array: np.ndarray, source: Source) -> Value:
+    """A NumPy array read from the frame: its tensor (``torch.from_numpy``) a graph input guarded by dtype,
+    shape and strides; the array itself is what the rewritten code passes on."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    with unset_fake_temporarily():
+        tensor = tensor_of_array(array)
+    if tensor is None:
+        raise GraphBreak(f"a NumPy array read from the frame ({source.expr()}) that torch.from_numpy cannot share "
+                         f"(dtype {array.dtype}, read-only, or strides it cannot take)")
+    tx.guards.type_match(source, array)
+    tensor_source = ArrayTensorSource(source)
+    value = tx.graph.input_tensor(tensor_source, tensor)
+    tx.guards.tensor_match(tensor_source, tensor, value.fake)
+    return NDArrayValue(value, source=source)
 
 
 class NDArrayMethodValue(Value):

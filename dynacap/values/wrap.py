@@ -123,9 +123,11 @@ def _numpy_object(tx, obj, source) -> Value | None:
                           f"{source.expr()} == {obj!r}", t=type(obj), b=obj.tobytes())
         return ConstantValue(obj, source)
     if type(obj) is np.ndarray:
-        where = f" ({source.expr()})" if source is not None else ""
-        raise GraphBreak(f"a NumPy array read from the frame{where}: captured NumPy works on arrays made from "
-                         "tensors (`x.numpy()`); pass a tensor instead")
+        if source is None:
+            raise GraphBreak("a NumPy array made outside the graph (no way to reach it from the frame)")
+        from .numpy_ns import array_from_frame
+
+        return array_from_frame(tx, obj, source)
     if is_numpy_object(obj):
         if source is not None:
             tx.guards.id_match(source, obj)
