@@ -26,13 +26,17 @@ the side effects recorded before the failing operation must still happen
   training mode); autograd calls (``backward``, hooks); RNG seeding; layers in
   training mode (other than dropout) or with ``inplace=True`` on an input.
 
+An input changed only through ``x.data`` keeps its version counter, as in
+eager (``hidden_mutations``, ``preserving_versions``: AOTAutograd writes the
+change back to ``x`` itself, which would count it).
+
 A graph without ``MUTATES`` nodes that raises has changed nothing that
 stays changed, so its frame can be rerun eagerly from the start
 (``codegen.rewrite``).  In a graph with ``MUTATES`` nodes no operation
 follows a side effect (the tracer breaks the graph there,
 ``TraceContext.keep_program_order``), so when it raises, eager would not
 have reached its side effects either.  This module only classifies nodes;
-it never changes a graph.
+it never changes a graph (``preserving_versions`` wraps a compiled one).
 """
 from __future__ import annotations
 
@@ -165,6 +169,72 @@ def random_devices(graph: torch.fx.Graph) -> set[torch.device]:
             devices.add(torch.device("cpu"))
             devices.update(t.device for t in _tensor_args(node) + _tensors_in(node.meta.get("example_value")))
     return devices
+
+
+def hidden_mutations(graph: torch.fx.Graph) -> tuple[list[int], list[str]]:
+    """The inputs (placeholder positions) and ``get_attr`` targets the graph changes in place only
+    through ``.data`` (or views of it): eager's ``x.data`` has a version counter of its own, so such a
+    change leaves ``x._version`` alone, which AOTAutograd, writing the change back to ``x`` after
+    the graph, does not (``preserving_versions`` puts it back)."""
+    if not any(n.target is torch._C._autograd._get_data_attr for n in graph.nodes):
+        return [], []
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    hidden, direct = set(), set()
+    external = external_storages(graph)
+    for node in graph.nodes:
+        module = _submodule(graph, node.target) if node.op == "call_module" else None
+        if node_effect(node, external, module) != MUTATES or not _writes(node) or node.op == "call_module":
+            continue
+        written = node.kwargs.get("out", node.args[0] if node.args else None)
+        root, through_data = _alias_root(written)
+        if root is not None:
+            (hidden if through_data else direct).add(root)
+    roots = hidden - direct
+    return ([i for i, p in enumerate(placeholders) if p in roots],
+            [n.target for n in roots if n.op == "get_attr"])
+
+
+def _alias_root(node):
+    """``(input or parameter node, whether reached through .data)`` that ``node`` is a view of (following
+    first arguments while the storage stays the same); ``(None, False)`` when that is not known."""
+    storage = storage_of(node.meta.get("example_value")) if isinstance(node, torch.fx.Node) else None
+    through_data = False
+    while isinstance(node, torch.fx.Node) and storage is not None:
+        if node.op in ("placeholder", "get_attr"):
+            return node, through_data
+        if node.target is torch._C._autograd._get_data_attr:
+            through_data = True
+        node = node.args[0] if node.args else None
+        if not isinstance(node, torch.fx.Node) or storage_of(node.meta.get("example_value")) != storage:
+            return None, False
+    return None, False
+
+
+def preserving_versions(compiled, gm: torch.fx.GraphModule):
+    """``compiled`` leaving the version counters of the tensors ``hidden_mutations`` names as they were
+    before the call (eager's ``.data`` semantics under AOTAutograd backends); the same ``compiled``
+    when there are none (no cost)."""
+    positions, targets = hidden_mutations(gm.graph)
+    if not positions and not targets:
+        return compiled
+    attrs = tuple(_attr(gm, t) for t in targets)
+
+    def run_graph(*args):
+        tensors = tuple(args[i] for i in positions) + attrs
+        versions = tuple(t._version for t in tensors)
+        try:
+            return compiled(*args)
+        finally:
+            torch._C._autograd._unsafe_set_version_counter(tensors, versions)
+
+    return run_graph
+
+
+def _attr(gm: torch.fx.GraphModule, target: str) -> torch.Tensor:
+    obj = gm
+    for part in target.split("."):
+        obj = getattr(obj, part)
+    return obj
 
 
 def storage_of(fake):
