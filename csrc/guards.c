@@ -62,6 +62,9 @@ enum {
     CK_CALL_TRUE,    /* a(v, b) is true; with ints[0], a(list(v), b) */
     CK_TENSOR,       /* type, dtype, requires_grad, sizes, strides, device */
     CK_DISTINCT,     /* the sources ints[...] are distinct objects (no source) */
+    CK_HAS_ATTR,     /* hasattr(v, a) is ints[0] */
+    CK_IS_SOURCE,    /* (v is source ints[0]) is ints[1] */
+    CK_IN_ANY,       /* (a in source ints[1] or a in source ints[2] ...) is ints[0] (no source) */
     CK_COUNT
 };
 
@@ -514,6 +517,35 @@ run_check(GuardProgram *p, Check *c, PyObject *v, PyObject **regs, PyObject *L, 
         return check_tensor(c, v);
     case CK_DISTINCT:
         return check_distinct(p, c, regs, L, G);
+    case CK_HAS_ATTR: {
+        PyObject *attr;
+        int found = _PyObject_LookupAttr(v, c->a, &attr);
+        Py_XDECREF(attr);
+        return found < 0 ? -1 : found == c->ints[0];
+    }
+    case CK_IS_SOURCE: {
+        PyObject *other = read_source(p, regs, (Py_ssize_t)c->ints[0], L, G);
+        if (other == NULL) {
+            return PyErr_Occurred() ? -1 : 0;
+        }
+        return (v == other) == c->ints[1];
+    }
+    case CK_IN_ANY:
+        /* `or` stops at the first container holding the key, as Python does. */
+        for (Py_ssize_t k = 1; k < c->nints; k++) {
+            PyObject *container = read_source(p, regs, (Py_ssize_t)c->ints[k], L, G);
+            if (container == NULL) {
+                return PyErr_Occurred() ? -1 : 0;
+            }
+            int found = PySequence_Contains(container, c->a);
+            if (found < 0) {
+                return -1;
+            }
+            if (found) {
+                return c->ints[0] == 1;
+            }
+        }
+        return c->ints[0] == 0;
     }
     return 0;
 }
@@ -698,7 +730,7 @@ parse_checks(GuardProgram *p, PyObject *checks)
                 return -1;
             }
         }
-        int no_source = c->op == CK_CALL_IS || c->op == CK_DISTINCT;
+        int no_source = c->op == CK_CALL_IS || c->op == CK_DISTINCT || c->op == CK_IN_ANY;
         if (c->op < 0 || c->op >= CK_COUNT || c->src >= p->nsteps || no_source != (c->src < 0)) {
             return bad_program("bad check", i);
         }
@@ -733,9 +765,16 @@ parse_checks(GuardProgram *p, PyObject *checks)
                  c->ints[3] >= 0 && c->nints == 4 + 2 * c->ints[3];
             break;
         case CK_DISTINCT:
-            for (Py_ssize_t k = 0; k < c->nints; k++) {
+        case CK_IN_ANY:
+        case CK_IS_SOURCE:
+            for (Py_ssize_t k = c->op == CK_IN_ANY; k < c->nints; k++) {
                 ok = ok && c->ints[k] >= 0 && c->ints[k] < p->nsteps;
             }
+            ok = ok && (c->op != CK_IS_SOURCE || (c->nints == 2 && (c->ints[1] == 0 || c->ints[1] == 1)));
+            ok = ok && (c->op != CK_IN_ANY || (c->nints >= 2 && (c->ints[0] == 0 || c->ints[0] == 1)));
+            break;
+        case CK_HAS_ATTR:
+            ok = PyUnicode_Check(c->a) && c->nints == 1;
             break;
         }
         if (!ok) {

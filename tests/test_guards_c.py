@@ -317,13 +317,54 @@ def test_weakly_held_module_dies():
 def test_guards_the_program_does_not_know_run_in_python():
     gs = GuardSet()
     gs.type_match(L_A, 1)
-    gs.relation("(L['a'] is L['b']) is False", [L_A, LocalSource("b")])
+    gs.relation("L['a'] < L['b']", [L_A, LocalSource("b")])
     gs.add("EQUALS_MATCH", L_A, "{s} % 3 == 1")
     c = compile_guards(gs, python=False)
-    assert c.program == ["type(L['a']) is int", "python: (L['a'] is L['b']) is False", "python: L['a'] % 3 == 1"]
-    frames = [({"a": 4, "b": 5}, {}), ({"a": 4, "b": 4}, {}), ({"a": 5, "b": 4}, {}), ({"a": 4.0, "b": 5}, {}),
+    assert c.program == ["type(L['a']) is int", "python: L['a'] < L['b']", "python: L['a'] % 3 == 1"]
+    frames = [({"a": 4, "b": 5}, {}), ({"a": 4, "b": 4}, {}), ({"a": 5, "b": 6}, {}), ({"a": 4.0, "b": 5}, {}),
               ({"a": 4}, {})]
     assert agree(gs, frames, in_c=False) == [True, False, False, False, False]
+
+
+@pytest.mark.parametrize("same", [True, False])
+def test_identity_of_two_sources(same):
+    gs = GuardSet()
+    gs.relation(f"(L['a'] is G['b']) is {same}", [L_A, GlobalSource("b")])
+    o = object()
+    frames = [({"a": o}, {"b": o}), ({"a": o}, {"b": object()}), ({"a": 1}, {"b": 1.0}), ({"a": o}, {}), ({}, {"b": o})]
+    assert agree(gs, frames) == [same, not same, not same, False, False]
+
+
+class WithClassAttr:
+    x = 1
+
+
+@pytest.mark.parametrize("template", [
+    "'x' not in {s}.__dict__ and not hasattr(type({s}), 'x')",
+    "'x' not in object.__getattribute__({s}, '__dict__') and not hasattr(type({s}), 'x')",
+    "not hasattr(type({s}), 'x')",
+])
+def test_missing_attribute_templates(template):
+    gs = GuardSet()
+    gs.add("NOT_PRESENT", L_A, template)
+    hooked = Hooked()
+    object.__setattr__(hooked, "x", 2)
+    assert agree(gs, locals_frames([Box(), Box(x=1), WithClassAttr(), Hooked(), hooked, 3, [1]]))[0]
+
+
+@pytest.mark.parametrize("own", [True, False])
+def test_module_own_attribute_template(own):
+    n = repr("w")
+    gs = GuardSet()
+    gs.add("EQUALS_MATCH", L_A, f"({n} in {{s}}._parameters or {n} in {{s}}._buffers or {n} in {{s}}._modules "
+                                f"or {n} in {{s}}.__dict__) is {own}")
+    plain, param, buf, child, attr = (torch.nn.Module() for _ in range(5))
+    param.w = torch.nn.Parameter(torch.ones(1))
+    buf.register_buffer("w", torch.ones(1))
+    child.w = torch.nn.ReLU()
+    attr.w = 3
+    answers = agree(gs, locals_frames([plain, param, buf, child, attr, Box(w=1)]))
+    assert answers[:5] == [not own, own, own, own, own]
 
 
 def test_unknown_source_is_left_to_python():

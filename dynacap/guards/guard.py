@@ -182,7 +182,12 @@ class GuardSet:
             constants = {}
             for source in sources:
                 constants.update(source.constants())
-            self._guards[expr] = Guard(kind, None, expr, constants, description or expr)
+            op = None
+            if kind == "EQUALS_MATCH" and len(sources) == 2:
+                a, b = sources
+                op = next((("IS_SOURCE", a, b, same) for same in (True, False)
+                           if expr == f"({a.expr()} is {b.expr()}) is {same}"), None)
+            self._guards[expr] = Guard(kind, None, expr, constants, description or expr, op=op)
 
     def distinct_tensors(self, sources: list[Source]) -> None:
         """Tensor inputs that were different objects must stay different (graphs assume no aliasing)."""

@@ -43,7 +43,7 @@ from .guard import Guard, TensorSpec, same_constant
  SRC_TYPE) = range(9)
 # Check kinds, as csrc/guards.c numbers them.
 (CK_TYPE, CK_ID, CK_ID_WEAK, CK_EQ, CK_FLOAT_BITS, CK_COMPLEX_BITS, CK_KEYS, CK_LEN_EQ, CK_LEN_GT, CK_FALSY,
- CK_NOT_IN, CK_IN, CK_CALL_IS, CK_CALL_TRUE, CK_TENSOR, CK_DISTINCT) = range(16)
+ CK_NOT_IN, CK_IN, CK_CALL_IS, CK_CALL_TRUE, CK_TENSOR, CK_DISTINCT, CK_HAS_ATTR, CK_IS_SOURCE, CK_IN_ANY) = range(19)
 
 _MODULE_STATE = ("list({s}._parameters) == {p} and list({s}._buffers) == {b} and list({s}._modules) == {c} "
                  "and not ({s}._forward_hooks or {s}._forward_pre_hooks or {s}._backward_hooks "
@@ -53,6 +53,13 @@ _LENGTH = re.compile(r"len\(\{s\}\) (==|>) (\d+)")
 _NAME_IN = re.compile(r"('[^'\\]*'|\"[^\"\\]*\") (not in|in) (G|\{g\})")
 _NOT_IN_DICT = re.compile(r"('[^'\\]*') not in (\{s\}\.__dict__|object\.__getattribute__\(\{s\}, '__dict__'\))")
 _CLASS_ATTR = re.compile(r"type\(\{s\}\)\.(\w+) is \{attr\}")
+_NAME = r"'[^'\\]*'"
+_DICT = r"\{s\}\.__dict__|object\.__getattribute__\(\{s\}, '__dict__'\)"
+#: ``'x' not in <instance dict> and not hasattr(type({s}), 'x')`` (``objects.guard_missing``).
+_MISSING = re.compile(rf"(?:({_NAME}) not in ({_DICT}) and )?not hasattr\(type\(\{{s\}}\), ({_NAME})\)")
+#: ``('x' in {s}._parameters or ... or 'x' in {s}.__dict__) is own`` (a module's own attribute).
+_OWN = re.compile(rf"\(({_NAME}) in \{{s\}}\._parameters or \1 in \{{s\}}\._buffers or \1 in \{{s\}}\._modules "
+                  rf"or \1 in \{{s\}}\.__dict__\) is (True|False)")
 
 
 @dataclass
@@ -176,6 +183,11 @@ class _Builder:
             if None in steps:
                 return None
             return [((CK_DISTINCT, -1, None, None, tuple(steps)), g.description)]
+        if kind == "IN_ANY":
+            steps = [self.source(s) for s in op[3]]
+            if None in steps:
+                return None
+            return [((CK_IN_ANY, -1, op[2], None, (int(op[1]), *steps)), g.description)]
         out = []
         for part in (op,) if kind != "ALL" else op[1]:
             check = self._check(part)
@@ -212,6 +224,13 @@ class _Builder:
         if kind in ("LEN_EQ", "LEN_GT"):
             return ((CK_LEN_EQ if kind == "LEN_EQ" else CK_LEN_GT), src, None, None, (op[2],)), \
                 f"len({where}) {'==' if kind == 'LEN_EQ' else '>'} {op[2]}"
+        if kind == "HAS_ATTR":
+            return (CK_HAS_ATTR, src, op[2], None, (int(op[3]),)), f"hasattr({where}, {op[2]!r}) is {op[3]}"
+        if kind == "IS_SOURCE":
+            other = self.source(op[2])
+            if other is None:
+                return None
+            return (CK_IS_SOURCE, src, None, None, (other, int(op[3]))), f"({where} is {op[2].expr()}) is {op[3]}"
         if kind == "FALSY":
             return (CK_FALSY, src, None, None, ()), f"not {where}"
         if kind in ("IN", "NOT_IN"):
@@ -243,6 +262,15 @@ def _template_op(g: Guard) -> tuple | None:
     if s is not None and (m := _NOT_IN_DICT.fullmatch(t)):
         where = AttrSource(s, "__dict__") if m[2].startswith("{s}") else GenericAttrSource(s, "__dict__")
         return ("NOT_IN", where, ast.literal_eval(m[1]))
+    if s is not None and (m := _MISSING.fullmatch(t)):
+        checks = [("HAS_ATTR", _TypeOf(s), ast.literal_eval(m[3]), False)]
+        if m[1] is not None:
+            where = AttrSource(s, "__dict__") if m[2].startswith("{s}") else GenericAttrSource(s, "__dict__")
+            checks.insert(0, ("NOT_IN", where, ast.literal_eval(m[1])))
+        return ("ALL", checks)
+    if s is not None and (m := _OWN.fullmatch(t)):
+        return ("IN_ANY", m[2] == "True", ast.literal_eval(m[1]),
+                [AttrSource(s, a) for a in ("_parameters", "_buffers", "_modules", "__dict__")])
     if s is not None and (m := _CLASS_ATTR.fullmatch(t)):
         return ("ID", AttrSource(_TypeOf(s), m[1]), obj["attr"])
     if s is None and (m := _NAME_IN.fullmatch(t)):
