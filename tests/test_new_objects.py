@@ -260,8 +260,22 @@ def test_init_raising():
 
 
 def _init_breaks(x):
+    y = x * 3
     p = BreaksInInit(x)
-    return p.a + p.s
+    return p.a + p.s + y
+
+
+def _nested_init_breaks(x):
+    y = x * 3
+    o = HoldsBreaking(x)
+    return o.n + o.inner.s + y, o
+
+
+def _init_breaks_after_changing_its_argument(x):
+    y = x * 3
+    p = Point(x)
+    w = ChangesItsArgument(p)
+    return w.p.a + w.s + y
 
 
 class BreaksInInit:
@@ -270,8 +284,32 @@ class BreaksInInit:
         self.s = _opaque_sum(self)
 
 
-def test_break_inside_init():
-    run_differential(_init_breaks, torch.randn(3))
+class HoldsBreaking:
+    def __init__(self, x):
+        self.n = x * 2
+        self.inner = BreaksInInit(x)
+
+
+class ChangesItsArgument:
+    def __init__(self, p):
+        p.a = p.a + 1
+        self.p = p
+        self.s = _opaque_sum(p)
+
+
+@pytest.mark.parametrize("fn, graphs", [(_init_breaks, 3), (_nested_init_breaks, 4)])
+def test_break_inside_init_resumes_the_caller(fn, graphs):
+    """Writes to the object being made do not stop resuming before the call (it does not exist there):
+    the caller keeps its graph, the call runs eagerly (its __init__ captured as its own frame).
+    Was: the caller ran eagerly (1 graph: only __init__'s)."""
+    run_differential(fn, torch.randn(3))
+    dynacap.reset()
+    assert explain_captured(fn, torch.randn(3)).graph_count == graphs
+
+
+def test_break_inside_init_after_changing_another_object():
+    """`p.a` changed before the break: resuming before the call would run the change twice."""
+    run_differential(_init_breaks_after_changing_its_argument, torch.randn(3))
 
 
 def _dataclass(x):

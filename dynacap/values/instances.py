@@ -63,42 +63,82 @@ def why_not_plain(cls: type) -> str | None:
     return None
 
 
+class _Instantiation:
+    """One ``cls(...)`` being traced: the trace's mutation count when it began, and how many of the
+    mutations since were writes to objects it made (``NewObjectValue.setattr``)."""
+
+    def __init__(self, mutations: int):
+        self.start = mutations
+        self.fresh = 0
+        self.open = True
+
+
+#: id(TraceContext) -> the instantiations being traced in it, outermost first.
+_OPEN: dict[int, list[_Instantiation]] = {}
+
+
 def instantiate(tx, cls_value: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:
     """``cls(*args, **kwargs)`` for a plain user class: a new object, its ``__init__`` inlined."""
-    from .wrap import wrap
-
     cls = cls_value.as_constant()
     why = why_not_plain(cls)
     if why is not None:
         raise GraphBreak(f"creating a {cls.__qualname__} object in captured code: {why}")
     class_source = cls_value.source or ClassSource(cls)
-    obj = NewObjectValue(cls, class_source)
     init = class_lookup(cls, "__init__")
     if init is _OBJECT_INIT:
         if args or kwargs:
             raise GraphBreak(f"{cls.__qualname__}() takes no arguments (TypeError at run time)")
-        return obj
-    # Through the class, so that assigning ``Cls.__init__`` (or a base's) recompiles.
-    init_value = wrap(tx, init, AttrSource(class_source, "__init__"))
-    calling, tx.calling = tx.calling, False  # __init__'s result is not the CALL's
+        return NewObjectValue(cls, class_source, tuple(_OPEN.get(id(tx.ctx), ())))
+    ctx = tx.ctx
+    record = _Instantiation(ctx.mutations)
+    stack = _OPEN.setdefault(id(ctx), [])
+    stack.append(record)
     try:
-        result = init_value.call(tx, [obj, *args], kwargs)
+        result, obj = _run_init(tx, cls, class_source, init, args, kwargs, tuple(stack))
+    except GraphBreak:
+        made = ctx.mutations - record.start
+        if made == record.fresh:
+            # Only objects this call made were changed.  A break inside ``__init__`` resumes before the
+            # call at the latest (``__init__``'s result is not the CALL's: ``Tracer.direct_call``), where
+            # none of them exists yet: nothing it could see has changed.
+            ctx.mutations = record.start
+            for outer in stack[:-1]:
+                outer.fresh -= made
+        raise
     finally:
-        tx.calling = calling
+        record.open = False
+        stack.pop()
+        if not stack:
+            del _OPEN[id(ctx)]
     if not (result.is_constant() and result.as_constant() is None):
         raise GraphBreak(f"{cls.__qualname__}.__init__ returned {result.describe()} "
                          "(TypeError at run time: __init__() should return None)")
     return obj
 
 
+def _run_init(tx, cls, class_source, init, args, kwargs, born_in) -> tuple[Value, "NewObjectValue"]:
+    from .wrap import wrap
+
+    obj = NewObjectValue(cls, class_source, born_in)
+    # Through the class, so that assigning ``Cls.__init__`` (or a base's) recompiles.
+    init_value = wrap(tx, init, AttrSource(class_source, "__init__"))
+    calling, tx.calling = tx.calling, False  # __init__'s result is not the CALL's
+    try:
+        return init_value.call(tx, [obj, *args], kwargs), obj
+    finally:
+        tx.calling = calling
+
+
 class NewObjectValue(ObjectValue):
     """An instance created by the captured code: its attributes are the trace's (``attrs``)."""
 
-    def __init__(self, cls: type, class_source):
+    def __init__(self, cls: type, class_source, born_in: tuple):
         super().__init__(object.__new__(cls), None)
         self.class_source = class_source
         #: Instance attributes in the order they were first written (the runtime ``__dict__``'s order).
         self.attrs: dict[str, Value] = {}
+        #: The instantiations being traced when it was made (its own included): writes to it are theirs.
+        self.born_in = born_in
 
     def describe(self):
         return f"{type(self.obj).__qualname__} object created in captured code"
@@ -114,8 +154,11 @@ class NewObjectValue(ObjectValue):
         attr = class_lookup(type(self.obj), name)
         if attr is not _MISSING and _is_data_descriptor(attr):
             raise GraphBreak(f"assigning `.{name}` on {self.describe()}, a {type(attr).__name__} of its class")
-        # The new contents cannot be rolled back: a break before this write cannot resume (``capture``).
+        # The new contents cannot be rolled back: a break before this write cannot resume (``capture``),
+        # unless the object is made after that point (``instantiate``).
         tx.ctx.mutations += 1
+        for record in self.born_in:
+            record.fresh += record.open
         self.attrs[name] = value
 
     def reconstruct(self, cg) -> None:
