@@ -56,6 +56,7 @@ BREAKS_WHEN_ON = {
     "iterate_nonzero": lambda x: [r for r in x.nonzero()],
     "slice_by_item": lambda x: x[:x.sum().long().abs().item()] * 2,
     "tensor_of_item": lambda x: torch.tensor([x.sum().item(), 1.0]),
+    "round_item": lambda x: x * round(x.sum().item(), 2),
 }
 
 

@@ -40,6 +40,8 @@ class SymNumberValue(Value):
         return "symbolic number"
 
     def describe(self) -> str:
+        if self.data_dependent():  # its symbol (``u0``) means nothing to a user
+            return f"{self.python_type().__name__} read from tensor data"
         where = f" {self.source.expr()}" if self.source is not None else ""
         return f"symbolic {self.python_type().__name__}{where} ({self.fake})"
 

@@ -22,6 +22,7 @@ from ..errors import GraphBreak
 from . import legacy_tensors
 from .base import Value
 from .constant import ConstantValue
+from .grads import read_grad, write_grad
 from .containers import ListValue, SizeValue, TupleValue
 from .functions import MethodOfValue
 
@@ -99,6 +100,8 @@ class TensorValue(Value):
             return tx.graph.call("call_function", builtins.getattr, [self, ConstantValue(name)], {}, f"tensor.{name}")
         if name == "data":
             return self.data(tx)
+        if name == "grad":
+            return read_grad(tx, self)
         if name in ("grad", "grad_fn", "_version"):
             raise GraphBreak(f"`tensor.{name}` is not captured (it reads autograd/storage state)")
         attr = getattr(torch.Tensor, name, None)
@@ -112,6 +115,18 @@ class TensorValue(Value):
         """``x.data``: the same storage, no autograd history, and a version counter of its own
         (an in-place change through it is hidden from autograd, as in eager)."""
         return tx.graph.call("call_function", torch._C._autograd._get_data_attr, [self], {}, "tensor.data")
+
+    def setattr(self, tx, name: str, value: Value) -> None:
+        if name == "grad":
+            write_grad(tx, self, value)
+            return
+        super().setattr(tx, name, value)
+
+    def setattr(self, tx, name: str, value: Value) -> None:
+        if name == "data":
+            raise GraphBreak("`tensor.data = ...` swaps a tensor's storage, shape and dtype in place (its "
+                             "graph value would go stale); it runs eagerly between two graphs")
+        super().setattr(tx, name, value)
 
     def iterate(self, tx):
         if self.fake.dim() == 0:
