@@ -415,6 +415,69 @@ def test_operator_between_tensor_and_numpy_value_breaks():
     assert counts(program, t(3))[1] >= 1
 
 
+# -- module programs in the style of crawled code ----------------------------------------------------
+
+class ScaledAttention(torch.nn.Module):
+    def __init__(self, d=8):
+        super().__init__()
+        self.q, self.k, self.d = torch.nn.Linear(d, d), torch.nn.Linear(d, d), d
+
+    def forward(self, x):
+        scores = self.q(x) @ self.k(x).transpose(-2, -1) / np.sqrt(self.d)
+        return scores.softmax(-1)
+
+
+class FlattenByProd(torch.nn.Module):
+    def forward(self, x):
+        return x.view(-1, int(np.prod(x.size()[1:]))) * np.float32(0.5)
+
+
+class NumpyPositionalTable(torch.nn.Module):
+    """A table computed with NumPy in ``__init__`` and read in ``forward``: a graph input, not a constant."""
+
+    def __init__(self, n=16, d=8):
+        super().__init__()
+        pos = np.arange(n)[:, None]
+        self.table = np.sin(pos / np.power(10000, np.arange(d) / d)).astype(np.float32)
+
+    def forward(self, x):
+        return x + torch.from_numpy(self.table[: x.shape[1]])
+
+
+class NumpyPostprocess(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 3)
+
+    def forward(self, x):
+        probs = self.fc(x).softmax(-1)
+        top = np.argmax(np.asarray(probs.detach()), axis=-1)
+        return probs, top, np.bincount(top, minlength=3)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.filterwarnings("ignore:Dynamo does not know")
+@pytest.mark.parametrize("model", [ScaledAttention, FlattenByProd, NumpyPositionalTable],
+                         ids=lambda m: m.__name__)
+def test_module_programs_with_numpy(model, backend):
+    torch.manual_seed(0)
+    m = model()
+    x = t(2, 4, 8)
+    assert counts(m, x)[:2] == (1, 0)
+    assert differential(m, x, backend=backend).compiles == 1
+    assert 1 <= _dynamo_graphs(m, x)
+
+
+def test_data_dependent_numpy_output_shape_breaks():
+    """`np.bincount`'s length depends on the data, as `torch.bincount`'s: the graph stops before it."""
+    torch.manual_seed(0)
+    m = NumpyPostprocess()
+    x = t(5, 8)
+    differential(m, x)
+    graphs, breaks, reasons = counts(m, x)
+    assert graphs == 1 and breaks == 1 and "bincount" in reasons[0]
+
+
 # -- beside torch.compile ----------------------------------------------------------------------------
 
 def _dynamo_graphs(fn, *args):
