@@ -120,9 +120,6 @@ class TensorValue(Value):
         if name == "grad":
             write_grad(tx, self, value)
             return
-        super().setattr(tx, name, value)
-
-    def setattr(self, tx, name: str, value: Value) -> None:
         if name == "data":
             raise GraphBreak("`tensor.data = ...` swaps a tensor's storage, shape and dtype in place (its "
                              "graph value would go stale); it runs eagerly between two graphs")
