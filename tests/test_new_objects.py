@@ -350,6 +350,52 @@ def test_inductor_backend():
     assert diff.compiles_first == 1
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
+class Frozen:
+    x: torch.Tensor
+    n: int = 2
+
+    def __post_init__(self):
+        object.__setattr__(self, "y", self.x * self.n)
+
+
+def _frozen_dataclass(x):
+    f = Frozen(x)
+    return f.x * f.n + f.y, f
+
+
+def _frozen_dataclass_assigned(x):
+    f = Frozen(x)
+    f.n = 3
+    return f
+
+
+def test_frozen_dataclass_matches_eager():
+    run_differential(_frozen_dataclass, torch.randn(3))
+    run_differential(_frozen_dataclass_assigned, torch.randn(3))  # FrozenInstanceError, as eager
+
+
+@pytest.mark.xfail(strict=True, reason="`object.__setattr__` must reach objects.GenericSetattrValue "
+                                       "(builtins.BuiltinValue.getattr; requested in coord/requests-objects.md)")
+def test_frozen_dataclass_is_one_graph():
+    out = dynacap.explain(_frozen_dataclass)(torch.randn(3))
+    assert out.graph_count == 1 and out.graph_break_count == 0, out.break_reasons
+    # A store past the hook of an object from the frame is replayed past it (STORE_ATTR would raise).
+    frozen = Frozen(torch.ones(2))
+    out = dynacap.explain(_store_past_the_hook)(torch.ones(3), frozen)
+    assert out.graph_break_count == 0 and frozen.n == 5, out.break_reasons
+
+
+def _store_past_the_hook(x, frozen):
+    object.__setattr__(frozen, "n", 5)
+    return x * frozen.n
+
+
+def test_store_past_the_hook_matches_eager():
+    run_differential(_store_past_the_hook, torch.randn(3),
+                     fresh_inputs=lambda: ((torch.ones(3), Frozen(torch.ones(2))), {}))
+
+
 def _dataclass_replace(x):
     b = Batch(x, 3)
     c = dataclasses.replace(b, n=4)

@@ -46,7 +46,7 @@ from bytecode import BinaryOp, Bytecode, CompilerFlags, FreeVar, Instr, Label, T
 from .. import hook
 from ..graph.effects import graph_may_mutate
 from ..interpreter.tracer import SideEffect
-from ..source import (AttrSource, BuiltinSource, DictEntrySource, GlobalSource, ItemSource, LocalSource,
+from ..source import (AttrSource, BuiltinSource, DictEntrySource, GlobalSource, ItemSource, KeyedItemSource, LocalSource,
                       ModuleGlobalSource, Source)
 from .emitter import Emitter
 
@@ -71,6 +71,9 @@ def emit_side_effects(cg: Emitter, side_effects: list[SideEffect], eager_code_fo
         if effect.kind == "container":
             _emit_container_update(cg, effect.value)
             continue
+        if effect.kind == "setattr" and _has_own_setattr(effect.target):
+            _emit_generic_store(cg, effect)
+            continue
         deleting = effect.kind in ("delattr", "delete_global")
         if not deleting:
             effect.value.reconstruct(cg)
@@ -83,6 +86,26 @@ def emit_side_effects(cg: Emitter, side_effects: list[SideEffect], eager_code_fo
             cg.load_const(effect.target)
             cg.load_const(effect.name)
             cg.append("DELETE_SUBSCR" if deleting else "STORE_SUBSCR")
+
+
+def _has_own_setattr(target) -> bool:
+    """Whether ``target``'s class has its own ``__setattr__``: a store recorded past it (``object.__setattr__``
+    in the traced code) must not run it when replayed."""
+    from ..values.objects import ObjectValue, lookup_hook
+
+    return isinstance(target, ObjectValue) and lookup_hook(type(target.obj), "__setattr__") is not None
+
+
+def _emit_generic_store(cg: Emitter, effect: SideEffect) -> None:
+    """``object.__setattr__(target, name, value)``."""
+    cg.append("PUSH_NULL")
+    cg.load_const(object.__setattr__)
+    effect.target.reconstruct(cg)
+    cg.load_const(effect.name)
+    effect.value.reconstruct(cg)
+    cg.append("PRECALL", 3)
+    cg.append("CALL", 3)
+    cg.append("POP_TOP")
 
 
 def _reads_inside(source: Source) -> bool:
@@ -108,7 +131,7 @@ class _Writes:
     def touches(self, source: Source) -> bool:
         """Whether ``source`` reads inside something written (itself or any object on its path)."""
         while source is not None:
-            if isinstance(source, ItemSource) and source.base in self.containers:
+            if isinstance(source, (ItemSource, KeyedItemSource)) and source.base in self.containers:
                 return True
             if isinstance(source, AttrSource) and source.name in self.attributes:
                 return True
@@ -154,11 +177,16 @@ def share_made_containers(cg: Emitter, values) -> None:
 def _emit_container_update(cg: Emitter, container) -> None:
     """Write a mutated list's/dict's/set's final contents into the runtime object, keeping its identity."""
     from ..values.containers import DictValue
+    from ..values.keyed_dicts import KeyedDictValue
     from ..values.sets import SetValue
 
+    if isinstance(container, KeyedDictValue):
+        container.emit_update(cg)  # one store per key written: the other keys are not known
+        return
     if isinstance(container, (DictValue, SetValue)):
-        # Build the new contents first: they may be read from the dict (set) itself.
-        kind = dict if isinstance(container, DictValue) else set
+        # Build the new contents first: they may be read from the dict (set) itself.  The type's own
+        # methods: ``dict.update`` on an OrderedDict would skip the order it keeps.
+        kind = container.dict_type if isinstance(container, DictValue) else set
         container.build(cg)
         cg.append("STORE_FAST", "___new_contents")
         for method, args in ((kind.clear, ()), (kind.update, ("___new_contents",))):

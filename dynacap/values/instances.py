@@ -49,7 +49,7 @@ def why_not_plain(cls: type) -> str | None:
     if not cls.__dictoffset__:
         return "its instances have no __dict__ (__slots__)"
     for hook in ("__getattribute__", "__getattr__", "__setattr__", "__delattr__"):
-        if lookup_hook(cls, hook) is not None:
+        if lookup_hook(cls, hook) is not None and not _frozen_dataclass_hook(cls, hook):
             return f"it has its own {hook}"
     if class_lookup(cls, "__class__") is not _OBJECT_CLASS:
         return "it has its own __class__"
@@ -61,6 +61,21 @@ def why_not_plain(cls: type) -> str | None:
     if init is not _OBJECT_INIT and type(init) is not types.FunctionType:
         return f"its __init__ is a {type(init).__name__}"
     return None
+
+
+def _frozen_dataclass_hook(cls: type, name: str) -> bool:
+    """Whether ``cls``'s ``__setattr__``/``__delattr__`` is the one ``@dataclass(frozen=True)`` generates.
+
+    It raises ``FrozenInstanceError`` (a plain store is then a break), and the generated ``__init__``
+    stores past it with ``object.__setattr__`` (``objects.GenericSetattrValue``).
+    """
+    for klass in type.__dict__["__mro__"].__get__(cls):
+        own = type.__dict__["__dict__"].__get__(klass)
+        if name in own:
+            hook, params = own[name], own.get("__dataclass_params__")
+            return getattr(params, "frozen", False) is True and type(hook) is types.FunctionType \
+                and hook.__code__.co_filename == "<string>" and hook.__qualname__ == f"{klass.__qualname__}.{name}"
+    return False
 
 
 class _Instantiation:
@@ -150,7 +165,7 @@ class NewObjectValue(ObjectValue):
         # The placeholder's own ``__dict__`` stays empty: nothing else is an instance attribute.
         return self.attrs.get(name)
 
-    def setattr(self, tx, name, value):
+    def store(self, tx, name, value):
         attr = class_lookup(type(self.obj), name)
         if attr is not _MISSING and _is_data_descriptor(attr):
             raise GraphBreak(f"assigning `.{name}` on {self.describe()}, a {type(attr).__name__} of its class")

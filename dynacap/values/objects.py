@@ -189,10 +189,13 @@ class ObjectValue(Value):
         return self.call_special(tx, "__contains__", [item], "`in`")
 
     def setattr(self, tx, name, value):
-        cls = type(self.obj)
-        if lookup_hook(cls, "__setattr__") is not None:
+        if lookup_hook(type(self.obj), "__setattr__") is not None:
             raise GraphBreak(f"assigning `.{name}` on {self.describe()}, whose class has its own __setattr__")
-        attr = class_lookup(cls, name)
+        self.store(tx, name, value)
+
+    def store(self, tx, name: str, value: Value) -> None:
+        """``object.__setattr__(obj, name, value)``: the generic store, past the class's own ``__setattr__``."""
+        attr = class_lookup(type(self.obj), name)
         if attr is not _MISSING and _is_data_descriptor(attr):
             # A property's setter (or a slot) decides what a later read gives: not a plain store.
             raise GraphBreak(f"assigning `.{name}` on {self.describe()}, a {type(attr).__name__} of its class")
@@ -451,6 +454,41 @@ class GenericGetattrValue(Value):
         cg.append("PUSH_NULL")
         cg.load_const(types.MethodType)
         cg.load_const(object.__getattribute__)
+        self.bound.reconstruct(cg)
+        cg.append("PRECALL", 2)
+        cg.append("CALL", 2)
+
+
+class GenericSetattrValue(Value):
+    """``object.__setattr__`` (``super().__setattr__`` bound to ``self`` when ``bound`` is set).
+
+    The store a class's own ``__setattr__`` ends with, and what a frozen dataclass's ``__init__`` uses.
+    """
+
+    def __init__(self, bound: Value | None = None):
+        self.bound = bound
+
+    def describe(self):
+        return "object.__setattr__"
+
+    def call(self, tx, args, kwargs):
+        if self.bound is not None:
+            args = [self.bound, *args]
+        if kwargs or len(args) != 3:
+            raise GraphBreak(f"{self.describe()} takes three arguments (TypeError at run time)")
+        target, name, value = args
+        if not isinstance(target, ObjectValue) or not name.is_constant() or type(name.as_constant()) is not str:
+            raise GraphBreak(f"{self.describe()} on {target.describe()}")
+        target.store(tx, name.as_constant(), value)
+        return ConstantValue(None)
+
+    def reconstruct(self, cg) -> None:
+        if self.bound is None:
+            cg.load_const(object.__setattr__)
+            return
+        cg.append("PUSH_NULL")
+        cg.load_const(types.MethodType)
+        cg.load_const(object.__setattr__)
         self.bound.reconstruct(cg)
         cg.append("PRECALL", 2)
         cg.append("CALL", 2)
