@@ -132,6 +132,25 @@ def test_numpy_on_arrays_from_tensors_is_one_graph(program, backend):
     assert counts(program, t(4, 5))[:2] == (1, 0)
 
 
+def dynamic_program(x):
+    a = np.asarray(x)
+    return torch.from_numpy(np.tanh(np.multiply(a, 2.0)).sum(axis=0)) + 1, a.shape, np.mean(a, axis=1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_arrays_with_dynamic_sizes_stay_in_the_graph(backend):
+    dynacap.reset()
+    counting = CountingBackend(None if backend == "eager" else backend)
+    captured = dynacap.optimize(dynamic_program, backend=counting)
+    for n in (4, 6, 8, 10):
+        x = t(n, 3)
+        same(dynamic_program(x), captured(x), f"size {n}")
+    assert counting.compiles == 2  # static, then one graph for every size (automatic dynamic)
+    dynacap.reset()
+    out = dynacap.explain(dynamic_program)(t(4, 3))
+    assert (out.graph_count, out.graph_break_count) == (1, 0)
+
+
 def test_results_are_numpy_objects_of_numpy_types():
     """What NumPy returns is what the captured program returns: arrays, NumPy scalars (not 0-d arrays)."""
     x = t(4, 5)

@@ -185,8 +185,12 @@ class NDArrayValue(Value):
 
     def getattr(self, tx, name):
         fake = self.tensor.fake
-        if name in ("shape", "ndim", "size", "dtype", "itemsize", "nbytes"):
-            if not all(type(d) is int for d in fake.shape):
+        if name == "shape":
+            from .containers import TupleValue
+
+            return TupleValue(self.tensor.sizes(tx).items)  # a tuple, as NumPy's; sizes may be symbolic
+        if name in ("ndim", "size", "dtype", "itemsize", "nbytes"):
+            if name in ("size", "nbytes") and not all(type(d) is int for d in fake.shape):
                 raise GraphBreak(f"`.{name}` of {self.describe()} with dynamic shapes")
             return numpy_constant(getattr(_example(self), name))
         if name in ("T", "real", "imag", "mT"):
@@ -205,14 +209,11 @@ class NDArrayValue(Value):
     def setitem(self, tx, index, value):
         raise GraphBreak(f"writing into {self.describe()} runs eagerly (it changes the tensor it shares memory with)")
 
-    def length(self) -> Value:
-        """``len(array)``: its first dimension, as NumPy answers it."""
-        shape = self.tensor.fake.shape
-        if self.scalar_type is not None or not shape:
+    def length(self, tx) -> Value:
+        """``len(array)``: its first dimension (symbolic where it is), as NumPy answers it."""
+        if self.scalar_type is not None or not self.tensor.fake.shape:
             raise GraphBreak(f"len() of {self.describe()} (TypeError at run time)")
-        if type(shape[0]) is not int:
-            raise GraphBreak(f"len() of {self.describe()} with a dynamic first dimension")
-        return ConstantValue(shape[0])
+        return self.tensor.size_item(tx, 0)
 
     def iterate(self, tx):
         shape = self.tensor.fake.shape
@@ -279,7 +280,8 @@ def array_from_frame(tx, array: np.ndarray, source: Source) -> Value:
                          f"(dtype {array.dtype}, read-only, or strides it cannot take)")
     tx.guards.type_match(source, array)
     tensor_source = ArrayTensorSource(source)
-    value = tx.graph.input_tensor(tensor_source, tensor)
+    choices = tx.ctx.shapes.tensor_dims(tensor_source.expr(), tensor) if tx.ctx.shapes is not None else None
+    value = tx.graph.input_tensor(tensor_source, tensor, choices)
     tx.guards.tensor_match(tensor_source, tensor, value.fake)
     return NDArrayValue(value, source=source)
 
@@ -439,18 +441,25 @@ def _example(value: Value):
         value = tensor_numpy(None, value, [], {})
     if isinstance(value, NDArrayValue):
         fake = value.tensor.fake
-        if not all(type(d) is int for d in fake.shape):
-            raise GraphBreak("NumPy on an array with dynamic shapes is not captured")
         dtype = _NUMPY_DTYPE[fake.dtype]
         if value.scalar_type is not None:
             return np.ones((), dtype)[()]
-        return np.ones(tuple(fake.shape), dtype)
+        # A dynamic size by the size seen now: what NumPy returns does not depend on sizes above 1.
+        return np.ones(_hints(fake.shape), dtype)
     if isinstance(value, SequenceValue):
         items = [_example(v) for v in value.items]
         return value.container_type(items) if value.container_type in (tuple, list) else tuple(items)
     if isinstance(value, (NumpyValue, ConstantValue)) or value.is_constant():
         return value.as_constant()
     raise GraphBreak(f"NumPy was given {value.describe()}, which is not captured")
+
+
+def _hints(shape) -> tuple:
+    """Sizes, dynamic ones by the size of this call (never guarded: nothing is decided on them)."""
+    hints = tuple(d if type(d) is int else d.node.hint for d in shape)
+    if None in hints:
+        raise GraphBreak("NumPy on an array with a data-dependent size is not captured")
+    return hints
 
 
 def _run_reference(fn, args, kwargs, what):
@@ -600,7 +609,7 @@ def _as_numpy(result: Value, example, what: str) -> Value:
         if got is None or np.dtype(got) != expected:
             raise GraphBreak(f"{what}: torch's NumPy computes {fake.dtype} where NumPy computes {expected.name}; "
                              "it runs eagerly")
-        if tuple(fake.shape) != example.shape:
+        if _hints(fake.shape) != example.shape:
             raise GraphBreak(f"{what}: torch's NumPy gives shape {tuple(fake.shape)} where NumPy gives "
                              f"{example.shape}; it runs eagerly")
         return NDArrayValue(result, type(example) if isinstance(example, np.generic) else None)
