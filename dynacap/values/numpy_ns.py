@@ -104,8 +104,11 @@ class NumpyValue(Value):
         self.source = source
 
     def describe(self) -> str:
-        name = getattr(self.obj, "__name__", None) or type(self.obj).__name__
-        return f"module {name}" if issubclass(type(self.obj), types.ModuleType) else f"`numpy.{name}`"
+        if issubclass(type(self.obj), types.ModuleType):
+            return f"module {self.obj.__name__}"
+        parts = _module_of(self.obj).split(".")
+        namespace = "numpy." + parts[1] if len(parts) > 1 and parts[1] in ("random", "fft", "linalg") else "numpy"
+        return f"`{namespace}.{getattr(self.obj, '__name__', None) or type(self.obj).__name__}`"
 
     def real_object(self):
         return self.obj
@@ -139,7 +142,7 @@ class NumpyValue(Value):
             raise _random_break(f"call to {self.describe()}")
         if issubclass(type(fn), types.ModuleType):
             raise GraphBreak(f"{self.describe()} is not callable")
-        if fn is not np.asarray and fn is not np.array and _holds_tensor(args, kwargs):
+        if fn is not np.asarray and fn is not np.array and _holds([*args, *kwargs.values()], arrays=False):
             raise GraphBreak(f"{self.describe()} given a torch tensor runs eagerly (NumPy gives back an array or, "
                              "through the tensor's `__array_wrap__`, a tensor); pass `x.numpy()`")
         if fn is np.asarray and len(args) == 1 and not kwargs:
@@ -194,7 +197,7 @@ class NDArrayValue(Value):
                 raise GraphBreak(f"`.{name}` of {self.describe()} with dynamic shapes")
             return numpy_constant(getattr(_example(self), name))
         if name in ("T", "real", "imag", "mT"):
-            return numpy_call(tx, _attribute_target(name), lambda a: getattr(a, name), [self], {},
+            return numpy_call(tx, _ndarray_target(name, False), lambda a: getattr(a, name), [self], {},
                               f"`ndarray.{name}`")
         attr = getattr(self.python_type(), name, None)
         if attr is None:
@@ -306,7 +309,7 @@ class NDArrayMethodValue(Value):
 
         if not callable(getattr(tnp.ndarray, name, None)):
             raise GraphBreak(f"`ndarray.{name}()` is not one torch's NumPy implements; it runs eagerly")
-        return numpy_call(tx, _method_target(name), lambda a, *rest, **kw: getattr(a, name)(*rest, **kw),
+        return numpy_call(tx, _ndarray_target(name, True), lambda a, *rest, **kw: getattr(a, name)(*rest, **kw),
                           [self.owner, *args], kwargs, f"`ndarray.{name}()`")
 
     def reconstruct(self, cg) -> None:
@@ -341,7 +344,9 @@ def is_numpy_array(value: Value) -> bool:
 
 def tensor_numpy(tx, tensor, args, kwargs) -> Value:
     """``tensor.numpy()``: the same node, seen as a NumPy array; a break where eager would raise."""
-    if args or any(k != "force" for k in kwargs) or (kwargs and not _constant_false(kwargs["force"])):
+    force = kwargs.get("force")
+    if args or any(k != "force" for k in kwargs) or not (force is None or force.is_constant()
+                                                         and force.as_constant() is False):
         raise GraphBreak("`tensor.numpy(force=True)` is not captured")
     fake = tensor.fake
     if fake.requires_grad:
@@ -356,16 +361,12 @@ def tensor_numpy(tx, tensor, args, kwargs) -> Value:
     return NDArrayValue(tensor)
 
 
-def _constant_false(value: Value) -> bool:
-    return value.is_constant() and value.as_constant() is False
-
-
 def numpy_operator(tx, fn, operands: list, what: str) -> Value:
     """A Python operator with a NumPy array (made from a tensor) among its operands."""
     if fn in _IN_PLACE_OPERATORS:
         raise GraphBreak(f"in-place {what} on a NumPy array runs eagerly (it changes the tensor it shares "
                          "memory with)")
-    if _holds_tensor(operands, {}):
+    if _holds(operands, arrays=False):
         # Eager gives a tensor (the NumPy value as a Python scalar or converted array) or a TypeError.
         raise GraphBreak(f"{what} between a torch tensor and a NumPy value runs eagerly; use torch.from_numpy "
                          "to keep it in the graph")
@@ -381,7 +382,7 @@ def numpy_call(tx, target, reference, args: list, kwargs: dict, what: str) -> Va
     """
     if "out" in kwargs:
         raise GraphBreak(f"{what} with `out=` runs eagerly (it writes into an array)")
-    on_tensors = _holds_array(args) or _holds_array(list(kwargs.values()))
+    on_tensors = _holds([*args, *kwargs.values()], arrays=True)
     example = _run_reference(reference, [_example(a) for a in args], {k: _example(v) for k, v in kwargs.items()},
                              what)
     if not on_tensors and not _holds_ndarray(example):
@@ -401,28 +402,14 @@ def numpy_call(tx, target, reference, args: list, kwargs: dict, what: str) -> Va
 
 # -- what NumPy computes ----------------------------------------------------------------------------
 
-def _holds_array(values) -> bool:
+def _holds(values, arrays: bool) -> bool:
+    """Whether ``values`` (nested in tuples, lists, dicts) hold a tensor, or with ``arrays`` a NumPy array."""
     from .containers import DictValue, SequenceValue
     from .tensor import TensorValue
 
-    for v in values:
-        if isinstance(v, (NDArrayValue, TensorValue)):
-            return True
-        if isinstance(v, SequenceValue) and _holds_array(v.items):
-            return True
-        if isinstance(v, DictValue) and _holds_array(list(v.items.values())):
-            return True
-    return False
-
-
-def _holds_tensor(args, kwargs) -> bool:
-    from .containers import SequenceValue
-    from .tensor import TensorValue
-
-    def holds(v):
-        return isinstance(v, TensorValue) or isinstance(v, SequenceValue) and any(holds(i) for i in v.items)
-
-    return any(holds(v) for v in [*args, *kwargs.values()])
+    kinds = (NDArrayValue, TensorValue) if arrays else TensorValue
+    return any(isinstance(v, kinds) or isinstance(v, SequenceValue) and _holds(v.items, arrays)
+               or isinstance(v, DictValue) and _holds(v.items.values(), arrays) for v in values)
 
 
 def _holds_ndarray(obj) -> bool:
@@ -568,29 +555,22 @@ def _tnp_functions() -> dict:
     return _TNP_FUNCTIONS
 
 
-def _method_target(name: str):
-    target = _METHODS.get(name)
+def _ndarray_target(name: str, method: bool):
+    """``a.name(*args, **kwargs)`` (or the attribute ``a.name``) on torch's NumPy array, as a plain function."""
+    target = _MEMBERS.get((name, method))
     if target is None:
-        def target(a, *args, **kwargs):
-            return getattr(a, name)(*args, **kwargs)
-
+        if method:
+            def target(a, *args, **kwargs):
+                return getattr(a, name)(*args, **kwargs)
+        else:
+            def target(a):
+                return getattr(a, name)
         target.__name__ = f"ndarray_{name}"
-        _METHODS[name] = target
+        _MEMBERS[name, method] = target
     return target
 
 
-def _attribute_target(name: str):
-    target = _METHODS.get("." + name)
-    if target is None:
-        def target(a):
-            return getattr(a, name)
-
-        target.__name__ = f"ndarray_{name}"
-        _METHODS["." + name] = target
-    return target
-
-
-_METHODS: dict = {}
+_MEMBERS: dict = {}
 
 
 # -- the node's result as NumPy's -------------------------------------------------------------------
