@@ -243,6 +243,14 @@ def test_mixed_torch_and_numpy_under_fullgraph_is_one_graph():
     assert differential(program, x, w, backend="aot_eager").compiles == 1
 
 
+def test_numpy_graph_under_inductor():
+    def program(x):
+        a = np.tanh(np.multiply(np.asarray(x), 2.0))
+        return torch.from_numpy(np.add(a, np.float32(1.0))).relu() + 1, np.sum(a, axis=0)
+
+    assert differential(program, t(8, 8), backend="inductor").compiles == 1
+
+
 def test_array_live_at_a_break_is_a_real_array_after_it():
     def program(x):
         a = np.sqrt(np.abs(np.asarray(x)))
@@ -396,6 +404,12 @@ def with_operators(x):
 def test_x_numpy_and_operators_are_one_graph(backend):
     assert differential(with_operators, t(4, 5), backend=backend).compiles == 1
     assert counts(with_operators, t(4, 5))[:2] == (1, 0)
+
+
+@needs_hooks
+def test_x_numpy_and_operators_beside_torch_compile():
+    assert counts(with_operators, t(4, 4))[:2] == (1, 0)
+    assert 1 <= _dynamo_graphs(with_operators, t(4, 4))
 
 
 @needs_hooks

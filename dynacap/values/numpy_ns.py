@@ -502,9 +502,9 @@ def _graph_target(fn):
     """A plain function running ``fn`` (torch's NumPy, or an operator) on tensors, giving tensors back."""
     target = _TARGETS.get(fn)
     if target is None:
-        def target(*args, **kwargs):
-            import torch._numpy as tnp
+        import torch._numpy as tnp
 
+        def target(*args, **kwargs):
             out = fn(*_to_tnp(args, tnp), **_to_tnp(kwargs, tnp))
             return _to_torch(out, tnp)
 
