@@ -301,6 +301,29 @@ def test_arrays_of_constants_are_graph_nodes():
     assert counts(program, t(4, 5))[:2] == (1, 0)
 
 
+def test_arrays_of_constants_have_known_values():
+    """`np.linspace(...)` iterated, `.tolist()`, `int(arr[i])`: NumPy's own values, no break."""
+    def program(x):
+        out = x
+        for s in np.linspace(0.5, 1.5, 3):
+            out = out * float(s)
+        return out, np.arange(3).tolist(), int(np.arange(5)[2]), bool(np.ones(2).all())
+
+    differential(program, t(5))
+    assert counts(program, t(5))[:2] == (1, 0)
+
+
+def test_known_values_are_forgotten_once_a_tensor_shares_the_memory():
+    def program(x):
+        c = np.zeros(3)
+        torch.from_numpy(c).add_(1)  # changes c, as eager does
+        return np.sum(c), x + 1, c.tolist()
+
+    differential(program, t(3))
+    graphs, breaks, reasons = counts(program, t(3))
+    assert breaks == 1 and "`.tolist()` reads" in reasons[0]
+
+
 def test_constant_numpy_results_keep_their_type():
     def program(x):
         return np.float32(2.0) * 3, np.sqrt(np.float64(2.0)), np.int64(7) // 2, np.float32(1.0).dtype, x + 1
@@ -410,6 +433,17 @@ def test_x_numpy_and_operators_are_one_graph(backend):
 def test_x_numpy_and_operators_beside_torch_compile():
     assert counts(with_operators, t(4, 4))[:2] == (1, 0)
     assert 1 <= _dynamo_graphs(with_operators, t(4, 4))
+
+
+@needs_hooks
+def test_gaussian_kernel_from_numpy_constants():
+    def program(x):
+        k = np.exp(-np.arange(-2, 3) ** 2 / 2.0)
+        k = k / k.sum()
+        return torch.conv1d(x[None, None], torch.from_numpy(k).float()[None, None], padding=2)[0, 0]
+
+    differential(program, t(8), backend="aot_eager")
+    assert counts(program, t(8))[:2] == (1, 0)
 
 
 @needs_hooks

@@ -22,6 +22,7 @@ from __future__ import annotations
 import operator
 import types
 import warnings
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,7 +32,7 @@ from torch.fx.graph import _register_custom_builtin
 
 from ..errors import GraphBreak
 from ..source import Source
-from .base import Value
+from .base import Value, constant_args
 from .constant import ConstantValue, is_literal
 from .torch_ns import TorchValue
 
@@ -89,6 +90,8 @@ def _is_random(obj) -> bool:
 
 
 _DISPATCHER = type(np.sum)
+#: Graphs (one per trace) in which an array of known values shared its memory with a tensor.
+_SHARED_CONSTANTS: "weakref.WeakSet" = weakref.WeakSet()
 
 
 def _random_break(what: str):
@@ -142,7 +145,7 @@ class NumpyValue(Value):
             raise _random_break(f"call to {self.describe()}")
         if issubclass(type(fn), types.ModuleType):
             raise GraphBreak(f"{self.describe()} is not callable")
-        if fn is not np.asarray and fn is not np.array and _holds([*args, *kwargs.values()], arrays=False):
+        if fn is not np.asarray and fn is not np.array and _holds_tensor([*args, *kwargs.values()]):
             raise GraphBreak(f"{self.describe()} given a torch tensor runs eagerly (NumPy gives back an array or, "
                              "through the tensor's `__array_wrap__`, a tensor); pass `x.numpy()`")
         if fn is np.asarray and len(args) == 1 and not kwargs:
@@ -164,12 +167,19 @@ class NumpyValue(Value):
 class NDArrayValue(Value):
     """A NumPy array (or NumPy scalar) whose data is a tensor of the graph."""
 
-    def __init__(self, tensor, scalar_type: type | None = None, source: Source | None = None):
+    def __init__(self, tensor, scalar_type: type | None = None, source: Source | None = None, constant=None):
         self.tensor = tensor
         #: For an array read from the frame: where it is (the tensor's source reads it through from_numpy).
         self.source = source
         #: ``np.float32`` etc. for a NumPy scalar (a 0-d tensor in the graph); None for an array.
         self.scalar_type = scalar_type
+        #: For an array NumPy computed from constants (``np.arange(3)``): its values (see ``known``).
+        self.constant = constant
+
+    def known(self, tx):
+        """The array's values when they are known at capture time: computed from constants, and its memory
+        never shared with a tensor in this trace (an in-place tensor operation could change it)."""
+        return self.constant if self.constant is not None and tx.graph not in _SHARED_CONSTANTS else None
 
     def kind(self) -> str:
         return "NumPy scalar" if self.scalar_type is not None else "NumPy array"
@@ -184,7 +194,10 @@ class NDArrayValue(Value):
         return self.scalar_type or np.ndarray
 
     def truth(self, tx) -> bool:
-        raise GraphBreak(f"the truth value of {self.describe()} depends on tensor data")
+        known = self.known(tx)
+        if known is None:
+            raise GraphBreak(f"the truth value of {self.describe()} depends on tensor data")
+        return _run_reference(bool, [known], {}, "`bool()` of a NumPy array")
 
     def getattr(self, tx, name):
         fake = self.tensor.fake
@@ -195,7 +208,7 @@ class NDArrayValue(Value):
         if name in ("ndim", "size", "dtype", "itemsize", "nbytes"):
             if name in ("size", "nbytes") and not all(type(d) is int for d in fake.shape):
                 raise GraphBreak(f"`.{name}` of {self.describe()} with dynamic shapes")
-            return numpy_constant(getattr(_example(self), name))
+            return numpy_constant(getattr(_example(tx, self), name))
         if name in ("T", "real", "imag", "mT"):
             return numpy_call(tx, _ndarray_target(name, False), lambda a: getattr(a, name), [self], {},
                               f"`ndarray.{name}`")
@@ -301,6 +314,11 @@ class NDArrayMethodValue(Value):
 
     def call(self, tx, args, kwargs):
         name = self.name
+        known = self.owner.known(tx)
+        if known is not None and name in _DATA_METHODS:
+            const = constant_args(args, kwargs)
+            if const is not None:
+                return numpy_constant(_run_reference(getattr(known, name), *const, f"`ndarray.{name}()`"))
         if name in _DATA_METHODS:
             raise GraphBreak(f"{_DATA_METHODS[name]} reads a NumPy array's values into Python; it runs eagerly")
         if name in _IN_PLACE_METHODS:
@@ -325,6 +343,8 @@ class TensorFromNumpyValue(TorchValue):
         if not args or not isinstance(args[0], NDArrayValue):
             return super().call(tx, args, kwargs)
         array, fn, what = args[0], self.obj, f"torch.{self.obj.__name__}"
+        if array.constant is not None:
+            _SHARED_CONSTANTS.add(tx.graph)  # the tensor may change the memory the known values describe
         if len(args) > 1 or (fn is torch.from_numpy and kwargs):
             raise GraphBreak(f"{what} of a NumPy array with these arguments is not captured")
         if fn is torch.from_numpy and array.scalar_type is not None:
@@ -366,7 +386,7 @@ def numpy_operator(tx, fn, operands: list, what: str) -> Value:
     if fn in _IN_PLACE_OPERATORS:
         raise GraphBreak(f"in-place {what} on a NumPy array runs eagerly (it changes the tensor it shares "
                          "memory with)")
-    if _holds(operands, arrays=False):
+    if _holds_tensor(operands):
         # Eager gives a tensor (the NumPy value as a Python scalar or converted array) or a TypeError.
         raise GraphBreak(f"{what} between a torch tensor and a NumPy value runs eagerly; use torch.from_numpy "
                          "to keep it in the graph")
@@ -382,10 +402,10 @@ def numpy_call(tx, target, reference, args: list, kwargs: dict, what: str) -> Va
     """
     if "out" in kwargs:
         raise GraphBreak(f"{what} with `out=` runs eagerly (it writes into an array)")
-    on_tensors = _holds([*args, *kwargs.values()], arrays=True)
-    example = _run_reference(reference, [_example(a) for a in args], {k: _example(v) for k, v in kwargs.items()},
-                             what)
-    if not on_tensors and not _holds_ndarray(example):
+    example = _run_reference(reference, [_example(tx, a) for a in args],
+                             {k: _example(tx, v) for k, v in kwargs.items()}, what)
+    exact = not _holds_unknown(tx, [*args, *kwargs.values()])
+    if exact and not _holds_ndarray(example):
         return numpy_constant(example, what)
     if target is None:
         raise GraphBreak(f"{what} is not one torch's NumPy implements; it runs eagerly")
@@ -394,7 +414,7 @@ def numpy_call(tx, target, reference, args: list, kwargs: dict, what: str) -> Va
     node_kwargs = {k: _node_argument(v, what) for k, v in kwargs.items()}
     result = tx.graph.call("call_function", _graph_target(target), node_args, node_kwargs, what)
     try:
-        return _as_numpy(result, example, what)
+        return _as_numpy(result, example, what, exact)
     except GraphBreak:
         tx.graph.rollback(count)
         raise
@@ -402,14 +422,25 @@ def numpy_call(tx, target, reference, args: list, kwargs: dict, what: str) -> Va
 
 # -- what NumPy computes ----------------------------------------------------------------------------
 
-def _holds(values, arrays: bool) -> bool:
-    """Whether ``values`` (nested in tuples, lists, dicts) hold a tensor, or with ``arrays`` a NumPy array."""
+def _holds(values, kind) -> bool:
+    """Whether ``values`` (nested in tuples, lists, dicts) hold a value for which ``kind(value)`` is true."""
     from .containers import DictValue, SequenceValue
+
+    return any(kind(v) or isinstance(v, SequenceValue) and _holds(v.items, kind)
+               or isinstance(v, DictValue) and _holds(v.items.values(), kind) for v in values)
+
+
+def _holds_tensor(values) -> bool:
     from .tensor import TensorValue
 
-    kinds = (NDArrayValue, TensorValue) if arrays else TensorValue
-    return any(isinstance(v, kinds) or isinstance(v, SequenceValue) and _holds(v.items, arrays)
-               or isinstance(v, DictValue) and _holds(v.items.values(), arrays) for v in values)
+    return _holds(values, lambda v: isinstance(v, TensorValue))
+
+
+def _holds_unknown(tx, values) -> bool:
+    """Whether ``values`` hold a tensor or an array whose values are not known at capture time."""
+    from .tensor import TensorValue
+
+    return _holds(values, lambda v: isinstance(v, TensorValue) or isinstance(v, NDArrayValue) and v.known(tx) is None)
 
 
 def _holds_ndarray(obj) -> bool:
@@ -418,15 +449,18 @@ def _holds_ndarray(obj) -> bool:
     return type(obj) in (tuple, list) and any(_holds_ndarray(x) for x in obj)
 
 
-def _example(value: Value):
-    """A real object standing for ``value`` in NumPy's own run: ones of the array's dtype and shape."""
+def _example(tx, value: Value):
+    """A real object standing for ``value`` in NumPy's own run: its values where known, else ones of the
+    array's dtype and shape."""
     from .containers import SequenceValue
     from .tensor import TensorValue
 
     if isinstance(value, TensorValue):
         # NumPy turns a tensor argument into an array (``Tensor.__array__``), as ``.numpy()`` does.
-        value = tensor_numpy(None, value, [], {})
+        value = tensor_numpy(tx, value, [], {})
     if isinstance(value, NDArrayValue):
+        if value.known(tx) is not None:
+            return value.constant
         fake = value.tensor.fake
         dtype = _NUMPY_DTYPE[fake.dtype]
         if value.scalar_type is not None:
@@ -434,7 +468,7 @@ def _example(value: Value):
         # A dynamic size by the size seen now: what NumPy returns does not depend on sizes above 1.
         return np.ones(_hints(fake.shape), dtype)
     if isinstance(value, SequenceValue):
-        items = [_example(v) for v in value.items]
+        items = [_example(tx, v) for v in value.items]
         return value.container_type(items) if value.container_type in (tuple, list) else tuple(items)
     if isinstance(value, (NumpyValue, ConstantValue)) or value.is_constant():
         return value.as_constant()
@@ -575,8 +609,9 @@ _MEMBERS: dict = {}
 
 # -- the node's result as NumPy's -------------------------------------------------------------------
 
-def _as_numpy(result: Value, example, what: str) -> Value:
-    """The node's result seen as what NumPy returned in its own run (``example``); a break if they differ."""
+def _as_numpy(result: Value, example, what: str, exact: bool) -> Value:
+    """The node's result seen as what NumPy returned in its own run (``example``, the result itself when
+    ``exact``); a break if they differ."""
     from .containers import ListValue, SequenceValue, TupleValue
     from .tensor import TensorValue
 
@@ -592,11 +627,13 @@ def _as_numpy(result: Value, example, what: str) -> Value:
         if _hints(fake.shape) != example.shape:
             raise GraphBreak(f"{what}: torch's NumPy gives shape {tuple(fake.shape)} where NumPy gives "
                              f"{example.shape}; it runs eagerly")
-        return NDArrayValue(result, type(example) if isinstance(example, np.generic) else None)
+        if isinstance(example, np.generic):
+            return ConstantValue(example) if exact else NDArrayValue(result, type(example))
+        return NDArrayValue(result, constant=example if exact else None)
     if type(example) in (tuple, list):
         if not isinstance(result, SequenceValue) or len(result.items) != len(example):
             raise GraphBreak(f"{what}: torch's NumPy returns something other than NumPy's {type(example).__name__}")
-        items = [_as_numpy(r, e, what) for r, e in zip(result.items, example)]
+        items = [_as_numpy(r, e, what, exact) for r, e in zip(result.items, example)]
         return ListValue(items) if type(example) is list else TupleValue(items)
     if is_literal(example) and result.is_constant() and type(result.as_constant()) is type(example) \
             and result.as_constant() == example:
