@@ -188,7 +188,8 @@ def test_module_with_mask_and_item():
 
 
 def test_inductor():
-    fn = lambda x: torch.zeros((x > 0).sum().item()) + x[x > 0].sum() * int((x > 0).sum())  # noqa: E731
+    fn = lambda x: (torch.zeros((x > 0).sum().item()) + x[x > 0].sum() * int((x > 0).sum())  # noqa: E731
+                    + x.sum().item())
     with dynacap.config.patch(**ON):
         check_all_data(fn, "inductor", graphs=1)
 

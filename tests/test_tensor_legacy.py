@@ -299,3 +299,83 @@ def test_graph_counts_not_above_torch_compile():
         torch.compile(fn, backend=counter)(x.clone().requires_grad_(x.requires_grad))
         torch._dynamo.reset()
         assert ours <= counter.frame_count, (fn, ours, counter.frame_count)
+
+
+# -- crawled-style modules -------------------------------------------------------------------------
+
+class _OldRNN(torch.nn.Module):
+    """Pre-0.4 style: hidden state made with Variable and a typed constructor, ``.data`` reads."""
+
+    def __init__(self):
+        super().__init__()
+        self.cell = torch.nn.GRUCell(4, 6)
+        self.out = torch.nn.Linear(6, 3)
+
+    def forward(self, x):
+        h = torch.autograd.Variable(torch.zeros(x.size(0), 6))
+        steps = torch.autograd.Variable(torch.LongTensor([0, 2]))
+        for t in range(x.size(1)):
+            h = self.cell(x[:, t], h)
+        scores = self.out(h)
+        return scores, scores.data.max(1)[1], steps
+
+
+class _ClippedCritic(torch.nn.Module):
+    """WGAN critic: weights clipped through ``.data`` in forward, a mask built with ``x.new``."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(5, 1)
+
+    def forward(self, x):
+        for p in (self.fc.weight, self.fc.bias):
+            p.data.clamp_(-0.05, 0.05)
+        mask = x.new(x.size()).fill_(1.0)
+        mask[:, 0] = 0
+        return self.fc(x * mask).mean()
+
+
+class _EmaTeacher(torch.nn.Module):
+    """Mean-teacher update of a copy's weights through ``.data`` (no autograd), then its forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.student = torch.nn.Linear(5, 5)
+        self.teacher = torch.nn.Linear(5, 5)
+
+    def forward(self, x):
+        for t, s in ((self.teacher.weight, self.student.weight), (self.teacher.bias, self.student.bias)):
+            t.data.mul_(0.9).add_(s.data, alpha=0.1)
+        return self.teacher(x).type(torch.DoubleTensor) + self.student(x).type(dtype=torch.float64)
+
+
+MODULES = {"old_rnn": (_OldRNN, (2, 3, 4)), "clipped_critic": (_ClippedCritic, (4, 5)),
+           "ema_teacher": (_EmaTeacher, (3, 5))}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_crawled_style_module(name, backend):
+    import copy
+
+    import torch._dynamo
+    from torch._dynamo.testing import CompileCounter
+
+    cls, shape = MODULES[name]
+    torch.manual_seed(0)
+    model, x = cls(), torch.randn(*shape)
+    eager_model, captured_model = copy.deepcopy(model), copy.deepcopy(model)
+    expected = eager_model(x)
+    counting = CountingBackend(backend)
+    actual = dynacap.optimize(captured_model, backend=counting, fullgraph=True)(x)
+    from differential import assert_same
+
+    assert_same(expected, actual)
+    for (name_, p), q in zip(eager_model.state_dict().items(), captured_model.state_dict().values()):
+        torch.testing.assert_close(q, p, msg=name_)
+    assert len(counting.graphs) == 1
+    torch._dynamo.reset()
+    counter = CompileCounter()
+    torch.compile(copy.deepcopy(model), backend=counter)(x)
+    torch._dynamo.reset()
+    assert len(counting.graphs) <= counter.frame_count

@@ -114,6 +114,9 @@ def variable(tx, args: list[Value], kwargs: dict[str, Value]) -> Value:
 
 def type_conversion(tx, tensor, args: list[Value], kwargs: dict[str, Value]) -> Value:
     """``x.type(dtype_or_class_or_name, non_blocking=False)`` as ``x.to(...)`` (``x`` itself when it already is one)."""
+    if "dtype" in kwargs and not args:
+        kwargs = dict(kwargs)
+        args = [kwargs.pop("dtype")]
     if len(args) != 1 or set(kwargs) - {"non_blocking"}:
         raise GraphBreak("`tensor.type(...)` with arguments other than a type and non_blocking")
     const = constant_args(args, kwargs)
