@@ -16,7 +16,6 @@ import ctypes
 import os
 import re
 import sys
-import types
 from dataclasses import dataclass, field
 
 import torch
@@ -36,7 +35,7 @@ from ..source import (
     ModuleGlobalSource,
     Source,
 )
-from .guard import Guard, TensorSpec, same_constant
+from .guard import Guard, TensorSpec, _short, same_constant
 
 # Step kinds, as csrc/guards.c numbers them.
 (SRC_LOCAL, SRC_GLOBAL, SRC_CONST, SRC_ATTR, SRC_GENERIC_ATTR, SRC_ITEM, SRC_DICT_STORAGE, SRC_GLOBALS,
@@ -45,19 +44,25 @@ from .guard import Guard, TensorSpec, same_constant
 (CK_TYPE, CK_ID, CK_ID_WEAK, CK_EQ, CK_FLOAT_BITS, CK_COMPLEX_BITS, CK_KEYS, CK_LEN_EQ, CK_LEN_GT, CK_FALSY,
  CK_NOT_IN, CK_IN, CK_CALL_IS, CK_CALL_TRUE, CK_TENSOR, CK_DISTINCT, CK_HAS_ATTR, CK_IS_SOURCE, CK_IN_ANY) = range(19)
 
+# Templates written outside ``GuardSet`` (the file that writes each is named); a template that
+# changes there no longer matches and its guard runs in Python: still right, only slower.
+_NAME = r"'[^'\\]*'"
+_DICT = r"\{s\}\.__dict__|object\.__getattribute__\(\{s\}, '__dict__'\)"
+#: values/module.py: a module's structure and hooks.
 _MODULE_STATE = ("list({s}._parameters) == {p} and list({s}._buffers) == {b} and list({s}._modules) == {c} "
                  "and not ({s}._forward_hooks or {s}._forward_pre_hooks or {s}._backward_hooks "
                  "or 'forward' in {s}.__dict__)")
+#: values/wrap.py: a function guarded by code and globals.
 _FUNCTION = "type({s}) is {t} and {s}.__code__ is {code} and {s}.__globals__ is {g}"
+#: values/containers.py, values/sets.py: ``len(s) == n``, ``len(s) > i``.
 _LENGTH = re.compile(r"len\(\{s\}\) (==|>) (\d+)")
-_NAME_IN = re.compile(r"('[^'\\]*'|\"[^\"\\]*\") (not in|in) (G|\{g\})")
-_NOT_IN_DICT = re.compile(r"('[^'\\]*') not in (\{s\}\.__dict__|object\.__getattribute__\(\{s\}, '__dict__'\))")
+#: interpreter/tracer.py, ops_variables.py: a name (not) in the globals.
+_NAME_IN = re.compile(rf"({_NAME}|\"[^\"\\]*\") (not in|in) (G|\{{g\}})")
+#: values/objects.py: a name not in an instance dict; a class attribute; a missing attribute.
+_NOT_IN_DICT = re.compile(rf"({_NAME}) not in ({_DICT})")
 _CLASS_ATTR = re.compile(r"type\(\{s\}\)\.(\w+) is \{attr\}")
-_NAME = r"'[^'\\]*'"
-_DICT = r"\{s\}\.__dict__|object\.__getattribute__\(\{s\}, '__dict__'\)"
-#: ``'x' not in <instance dict> and not hasattr(type({s}), 'x')`` (``objects.guard_missing``).
 _MISSING = re.compile(rf"(?:({_NAME}) not in ({_DICT}) and )?not hasattr\(type\(\{{s\}}\), ({_NAME})\)")
-#: ``('x' in {s}._parameters or ... or 'x' in {s}.__dict__) is own`` (a module's own attribute).
+#: interpreter/attributes.py: ``('x' in {s}._parameters or ... or 'x' in {s}.__dict__) is own``.
 _OWN = re.compile(rf"\(({_NAME}) in \{{s\}}\._parameters or \1 in \{{s\}}\._buffers or \1 in \{{s\}}\._modules "
                   rf"or \1 in \{{s\}}\.__dict__\) is (True|False)")
 
@@ -204,9 +209,9 @@ class _Builder:
         if kind == "TYPE":
             return (CK_TYPE, src, op[2], None, ()), f"type({where}) is {op[2].__qualname__}"
         if kind == "ID":
-            return (CK_ID, src, op[2], None, ()), f"{where} is {_short(op[2])}"
+            return (CK_ID, src, op[2], None, ()), f"{where} is {_shown(op[2])}"
         if kind == "ID_WEAK":
-            return (CK_ID_WEAK, src, op[2], None, ()), f"{where} is (weakly) {_short(op[2]())}"
+            return (CK_ID_WEAK, src, op[2], None, ()), f"{where} is (weakly) {_shown(op[2]())}"
         if kind == "EQ":
             if type(op[3]) is not op[2]:
                 return None
@@ -343,7 +348,5 @@ def _code(key, probe):
     return _codes[key]
 
 
-def _short(obj) -> str:
-    if isinstance(obj, (types.FunctionType, type)) or obj is None or type(obj) in (bool, int, str):
-        return repr(obj) if not isinstance(obj, (types.FunctionType, type)) else f"<{obj.__qualname__}>"
-    return f"<{type(obj).__name__} at {id(obj):#x}>"
+def _shown(obj) -> str:
+    return repr(obj) if obj is None or type(obj) in (bool, int, str) else _short(obj)
