@@ -212,3 +212,24 @@ def test_graph_counts_not_above_torch_compile():
                 torch.compile(fn, backend=counter)(*clone_inputs((x,)))
             torch._dynamo.reset()
             assert ours <= counter.frame_count, (fn, settings, ours, counter.frame_count)
+
+
+def _checked_count(x):
+    n = (x > 0).sum().item()
+    torch._check(n > 0)
+    if n > 0:  # decided by the check: no break
+        return x * n
+    return x
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_torch_check_holds_in_the_graph(backend):
+    """What the trace assumed from ``torch._check`` is asserted when the graph runs: data that fails it
+    raises eager's error (AOTAutograd alone dropped the unused check and returned a value)."""
+    with dynacap.config.patch(capture_scalar_outputs=True):
+        dynacap.optimize(_checked_count, backend=CountingBackend(backend), fullgraph=True)(torch.ones(3))
+        dynacap.reset()
+        counting = CountingBackend(backend)
+        for v in (1.0, -1.0, 2.0):
+            run_differential(_checked_count, torch.full((3,), v), backend=counting, reset=False, check_cache=False)
+        assert len(counting.graphs) == 1

@@ -357,8 +357,21 @@ class GraphBuilder:
             else:
                 root.register_buffer(name, obj)
         gm = fx.GraphModule(root, self.graph)
+        if self.shapes is not None and self.shapes.unbacked:
+            self._insert_runtime_asserts(gm)
         gm.recompile()
         return gm
+
+    def _insert_runtime_asserts(self, gm: fx.GraphModule) -> None:
+        """What the trace assumed about numbers read from tensor data (``torch._check(n > 0)``, a size
+        being >= 0), checked by the graph when it runs: AOTAutograd drops a ``torch._check`` call
+        whose result is unused, and the graph would compute on a wrong assumption instead of raising."""
+        from torch.fx.passes.runtime_assert import insert_deferred_runtime_asserts
+
+        for node in gm.graph.nodes:
+            if "val" not in node.meta and "example_value" in node.meta:
+                node.meta["val"] = node.meta["example_value"]
+        insert_deferred_runtime_asserts(gm, self.shapes.env, "dynacap")
 
 
 def _setting_for(e: Exception) -> str:
