@@ -65,8 +65,34 @@ enum {
     CK_HAS_ATTR,     /* hasattr(v, a) is ints[0] */
     CK_IS_SOURCE,    /* (v is source ints[0]) is ints[1] */
     CK_IN_ANY,       /* (a in source ints[1] or a in source ints[2] ...) is ints[0] (no source) */
+    CK_INT_EXPR,     /* an integer expression over sizes, strides and ints is true (no source) */
     CK_COUNT
 };
+
+/* Instructions of an integer expression (CK_INT_EXPR): triples (op, x, y)
+ * on a stack of int64. Any overflow, or a value that is not what the C
+ * path reads (not a tensor, not an exact int), hands the expression to its
+ * Python version `a(L, G)`, which has Python's integers. */
+enum {
+    IE_CONST,    /* push x */
+    IE_SIZE,     /* push size y of the tensor at step x */
+    IE_STRIDE,   /* push stride y of the tensor at step x */
+    IE_INT,      /* push the int at step x */
+    IE_ADD,
+    IE_SUB,
+    IE_MUL,
+    IE_FLOORDIV, /* Python's //: rounds toward minus infinity */
+    IE_MOD,      /* Python's %: the sign of the divisor */
+    IE_NEG,
+    IE_EQ,
+    IE_NE,
+    IE_LT,
+    IE_LE,
+    IE_GT,
+    IE_GE,
+    IE_COUNT
+};
+#define IE_STACK 32
 
 /* A size or stride a tensor check accepts whatever it is (a symbolic dim). */
 #define ANY_DIM INT64_MIN
@@ -442,6 +468,137 @@ check_distinct(GuardProgram *p, Check *c, PyObject **regs, PyObject *L, PyObject
     return ok;
 }
 
+static int
+check_int_expr(GuardProgram *p, Check *c, PyObject **regs, PyObject *L, PyObject *G)
+{
+    int64_t stack[IE_STACK];
+    int sp = 0;
+    for (Py_ssize_t k = 0; k < c->nints; k += 3) {
+        int64_t op = c->ints[k], x = c->ints[k + 1], y = c->ints[k + 2];
+        if (op == IE_CONST) {
+            stack[sp++] = x;
+            continue;
+        }
+        if (op == IE_SIZE || op == IE_STRIDE || op == IE_INT) {
+            PyObject *v = read_source(p, regs, (Py_ssize_t)x, L, G);
+            if (v == NULL) {
+                return PyErr_Occurred() ? -1 : 0;
+            }
+            if (op == IE_INT) {
+                int overflow;
+                long long n = PyLong_CheckExact(v) ? PyLong_AsLongLongAndOverflow(v, &overflow) : 0;
+                if (!PyLong_CheckExact(v) || overflow) {
+                    goto python;
+                }
+                stack[sp++] = n;
+                continue;
+            }
+            int64_t dim, *values;
+            if (!shim.ready || !PyObject_TypeCheck(v, shim.tensor_base)) {
+                goto python;
+            }
+            void *h = tensor_handle(v);
+            if (shim.dim(h, &dim) != 0 || y < 0 || y >= dim ||
+                (op == IE_SIZE ? shim.sizes(h, &values) : shim.strides(h, &values)) != 0) {
+                goto python;
+            }
+            stack[sp++] = values[y];
+            continue;
+        }
+        if (op == IE_NEG) {
+            if (stack[sp - 1] == INT64_MIN) {
+                goto python;
+            }
+            stack[sp - 1] = -stack[sp - 1];
+            continue;
+        }
+        int64_t a = stack[sp - 2], b = stack[sp - 1], r;
+        sp--;
+        switch (op) {
+        case IE_ADD:
+            if (__builtin_add_overflow(a, b, &r)) {
+                goto python;
+            }
+            break;
+        case IE_SUB:
+            if (__builtin_sub_overflow(a, b, &r)) {
+                goto python;
+            }
+            break;
+        case IE_MUL:
+            if (__builtin_mul_overflow(a, b, &r)) {
+                goto python;
+            }
+            break;
+        case IE_FLOORDIV:
+        case IE_MOD:
+            if (b == 0 || (a == INT64_MIN && b == -1)) {
+                goto python; /* ZeroDivisionError, or past int64 */
+            }
+            r = op == IE_FLOORDIV ? a / b : a % b;
+            if (a % b != 0 && ((a < 0) != (b < 0))) {
+                r = op == IE_FLOORDIV ? r - 1 : r + b;
+            }
+            break;
+        case IE_EQ:
+            r = a == b;
+            break;
+        case IE_NE:
+            r = a != b;
+            break;
+        case IE_LT:
+            r = a < b;
+            break;
+        case IE_LE:
+            r = a <= b;
+            break;
+        case IE_GT:
+            r = a > b;
+            break;
+        default: /* IE_GE */
+            r = a >= b;
+            break;
+        }
+        stack[sp - 1] = r;
+    }
+    return stack[0] != 0;
+python: {
+        PyObject *args[2] = {L, G};
+        return truth_of(PyObject_Vectorcall(c->a, args, 2, NULL));
+    }
+}
+
+/* The shape of an expression's instructions: operands in range, the stack
+ * within IE_STACK, one value left. */
+static int
+valid_int_expr(GuardProgram *p, Check *c)
+{
+    if (c->nints == 0 || c->nints % 3 != 0 || !PyCallable_Check(c->a)) {
+        return 0;
+    }
+    int sp = 0;
+    for (Py_ssize_t k = 0; k < c->nints; k += 3) {
+        int64_t op = c->ints[k], x = c->ints[k + 1];
+        if (op < 0 || op >= IE_COUNT) {
+            return 0;
+        }
+        if (op == IE_SIZE || op == IE_STRIDE || op == IE_INT) {
+            if (x < 0 || x >= p->nsteps) {
+                return 0;
+            }
+        }
+        if (op <= IE_INT) {
+            if (++sp > IE_STACK) {
+                return 0;
+            }
+        }
+        else if (op == IE_NEG ? sp < 1 : sp-- < 2) {
+            return 0;
+        }
+    }
+    return sp == 1;
+}
+
 /* 1: holds, 0: fails, -1: an exception was raised. */
 static int
 run_check(GuardProgram *p, Check *c, PyObject *v, PyObject **regs, PyObject *L, PyObject *G)
@@ -530,6 +687,8 @@ run_check(GuardProgram *p, Check *c, PyObject *v, PyObject **regs, PyObject *L, 
         }
         return (v == other) == c->ints[1];
     }
+    case CK_INT_EXPR:
+        return check_int_expr(p, c, regs, L, G);
     case CK_IN_ANY:
         /* `or` stops at the first container holding the key, as Python does. */
         for (Py_ssize_t k = 1; k < c->nints; k++) {
@@ -730,7 +889,8 @@ parse_checks(GuardProgram *p, PyObject *checks)
                 return -1;
             }
         }
-        int no_source = c->op == CK_CALL_IS || c->op == CK_DISTINCT || c->op == CK_IN_ANY;
+        int no_source = c->op == CK_CALL_IS || c->op == CK_DISTINCT || c->op == CK_IN_ANY ||
+                        c->op == CK_INT_EXPR;
         if (c->op < 0 || c->op >= CK_COUNT || c->src >= p->nsteps || no_source != (c->src < 0)) {
             return bad_program("bad check", i);
         }
@@ -775,6 +935,9 @@ parse_checks(GuardProgram *p, PyObject *checks)
             break;
         case CK_HAS_ATTR:
             ok = PyUnicode_Check(c->a) && c->nints == 1;
+            break;
+        case CK_INT_EXPR:
+            ok = valid_int_expr(p, c);
             break;
         }
         if (!ok) {

@@ -506,3 +506,37 @@ def test_a_read_that_runs_the_program_again():
     gs.equals_match(AttrSource(L_A, "x"), False)
     holder.append(compile_guards(gs, python=False))
     assert agree(gs, locals_frames([Again(), 5])) == [True, False, False]
+
+
+SHAPE_EXPRESSIONS = [
+    "2 <= L['a'].size()[0]",
+    "L['a'].stride()[0] == 2*L['a'].size()[1]",
+    "(-1) + L['a'].size()[1] <= L['a'].size()[0]*L['n']",
+    "L['a'].size()[0] // L['n'] == 1 and L['a'].size()[0] % L['n'] >= 0",
+    "0 <= -(L['n'] % 4) + L['a'].size()[1] - L['n'] * L['n'] < 100",
+    "L['n'] * 4611686018427387904 != 3",  # past int64 for |n| >= 2: Python's integers decide
+    "L['n']",
+]
+
+
+@pytest.mark.parametrize("expr", SHAPE_EXPRESSIONS)
+def test_symbolic_shape_expressions_in_c(expr):
+    gs = GuardSet()
+    gs.type_match(LocalSource("n"), 1)
+    gs.tensor_match(L_A, torch.ones(4, 3, 2)[:, :, 0], torch.empty(4, 3, 2)[:, :, 0])
+    gs.relation(expr, [L_A, LocalSource("n")], kind="SYMBOLIC_SHAPE")
+    a = torch.ones(4, 3, 2)[:, :, 0]
+    frames = [({"a": a, "n": n}, {}) for n in (0, 1, 2, 3, 4, 5, -1, -3, -4, 2**62, -2**63, 2**70, True)]
+    frames += [({"a": torch.ones(4, 3), "n": 3}, {}), ({"a": a}, {})]
+    answers = agree(gs, frames)
+    assert True in answers and False in answers
+
+
+def test_symbolic_shape_expression_the_program_cannot_read_runs_in_python():
+    gs = GuardSet()
+    gs.type_match(LocalSource("n"), 1)
+    gs.relation("L['n'] ** 2 >= 4", [LocalSource("n")], kind="SYMBOLIC_SHAPE")
+    gs.relation("L['m'] >= 4", [LocalSource("m")], kind="SYMBOLIC_SHAPE")  # no int check of L['m'] in C
+    assert compile_guards(gs, python=False).program == [
+        "type(L['n']) is int", "python: L['n'] ** 2 >= 4", "python: L['m'] >= 4"]
+    assert agree(gs, [({"n": n, "m": m}, {}) for n in (1, 2, -3) for m in (3, 4.0, "x")], in_c=False)

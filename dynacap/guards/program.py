@@ -42,7 +42,15 @@ from .guard import Guard, TensorSpec, _short, same_constant
  SRC_TYPE) = range(9)
 # Check kinds, as csrc/guards.c numbers them.
 (CK_TYPE, CK_ID, CK_ID_WEAK, CK_EQ, CK_FLOAT_BITS, CK_COMPLEX_BITS, CK_KEYS, CK_LEN_EQ, CK_LEN_GT, CK_FALSY,
- CK_NOT_IN, CK_IN, CK_CALL_IS, CK_CALL_TRUE, CK_TENSOR, CK_DISTINCT, CK_HAS_ATTR, CK_IS_SOURCE, CK_IN_ANY) = range(19)
+ CK_NOT_IN, CK_IN, CK_CALL_IS, CK_CALL_TRUE, CK_TENSOR, CK_DISTINCT, CK_HAS_ATTR, CK_IS_SOURCE, CK_IN_ANY,
+ CK_INT_EXPR) = range(20)
+# Instructions of an integer expression (CK_INT_EXPR), as csrc/guards.c numbers them.
+(IE_CONST, IE_SIZE, IE_STRIDE, IE_INT, IE_ADD, IE_SUB, IE_MUL, IE_FLOORDIV, IE_MOD, IE_NEG,
+ IE_EQ, IE_NE, IE_LT, IE_LE, IE_GT, IE_GE) = range(16)
+_BINARY = {ast.Add: IE_ADD, ast.Sub: IE_SUB, ast.Mult: IE_MUL, ast.FloorDiv: IE_FLOORDIV, ast.Mod: IE_MOD}
+_COMPARE = {ast.Eq: IE_EQ, ast.NotEq: IE_NE, ast.Lt: IE_LT, ast.LtE: IE_LE, ast.Gt: IE_GT, ast.GtE: IE_GE}
+_INT64 = range(-2**63, 2**63)
+_OPERATOR_TEXT = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
 
 # Templates written outside ``GuardSet`` (the file that writes each is named); a template that
 # changes there no longer matches and its guard runs in Python: still right, only slower.
@@ -77,6 +85,10 @@ class Lowered:
     python: list = field(default_factory=list)  # guards the program leaves to its Python fallback
 
 
+class _NotLowered(Exception):
+    pass
+
+
 class _Globals(Source):
     """The frame's globals dict itself (``'name' not in G``)."""
 
@@ -109,6 +121,10 @@ class _Builder:
         self.out = Lowered()
         self.builtins = builtins_dict if builtins_dict is not None else _builtins.__dict__
         self._steps: dict = {}  # source expression (or constant id) -> step index
+        # Steps the program has checked before any symbolic-shape guard (which come last): exact
+        # tensors read through the shim, exact ints.
+        self._tensors: set[int] = set()
+        self._ints: set[int] = set()
 
     # -- sources ------------------------------------------------------------------------
     def _step(self, key, op: int, base: int, arg) -> int:
@@ -174,9 +190,16 @@ class _Builder:
         for check, line in checks:
             self.out.checks.append(check)
             self.out.lines.append(line)
+            op, src, a = check[:3]
+            if op == CK_TENSOR:
+                self._tensors.add(src)
+            elif op in (CK_TYPE, CK_EQ) and a is int:
+                self._ints.add(src)
 
     def _checks(self, g: Guard) -> list | None:
         """``[(check tuple, readable line)]`` for ``g``, or None if the program cannot check it."""
+        if g.kind == "SYMBOLIC_SHAPE" and g.op is None:
+            return self._symbolic(g)
         op = g.op if g.op is not None else _template_op(g)
         if op is None:
             return None
@@ -200,6 +223,65 @@ class _Builder:
                 return None
             out.append(check)
         return out
+
+    def _symbolic(self, g: Guard) -> list | None:
+        """A ShapeEnv guard (``2 <= L['x'].size()[0]``, ``a == b*c``) as integer expressions, one per
+        conjunct; each keeps its Python version for values past int64."""
+        try:
+            tree = ast.parse(g.expr, mode="eval").body
+        except SyntaxError:
+            return None
+        parts = tree.values if isinstance(tree, ast.BoolOp) and isinstance(tree.op, ast.And) else [tree]
+        pairs = []
+        for part in parts:
+            if isinstance(part, ast.Compare):  # a < b < c: a < b and b < c
+                operands = [part.left, *part.comparators]
+                pairs += [(operands[i], op, operands[i + 1]) for i, op in enumerate(part.ops)]
+            else:
+                pairs.append((part, None, None))
+        out = []
+        scope = {**g.constants, "__builtins__": _builtins}
+        for left, op, right in pairs:
+            code: list = []
+            try:
+                self._emit(g.expr, left, code)
+                if op is not None:
+                    if type(op) not in _COMPARE:
+                        return None
+                    self._emit(g.expr, right, code)
+                    code += [_COMPARE[type(op)], 0, 0]
+            except _NotLowered:
+                return None
+            text = ast.get_source_segment(g.expr, left) + (
+                "" if op is None else f" {_OPERATOR_TEXT[type(op)]} {ast.get_source_segment(g.expr, right)}")
+            python = eval(f"lambda L, G: ({text})", scope)
+            out.append(((CK_INT_EXPR, -1, python, None, tuple(code)), text))
+        return out
+
+    def _emit(self, text: str, node, code: list) -> None:
+        """Instructions pushing the int value of ``node`` (an expression of ``text``), or ``_NotLowered``."""
+        if isinstance(node, ast.Constant) and type(node.value) is int and node.value in _INT64:
+            code += [IE_CONST, node.value, 0]
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            self._emit(text, node.operand, code)
+            code += [IE_NEG, 0, 0]
+        elif isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
+            self._emit(text, node.left, code)
+            self._emit(text, node.right, code)
+            code += [_BINARY[type(node.op)], 0, 0]
+        elif (isinstance(node, ast.Subscript) and isinstance(node.value, ast.Call)
+              and isinstance(node.value.func, ast.Attribute) and node.value.func.attr in ("size", "stride")
+              and not node.value.args and not node.value.keywords
+              and isinstance(node.slice, ast.Constant) and type(node.slice.value) is int and node.slice.value >= 0):
+            step = self._steps.get(ast.get_source_segment(text, node.value.func.value))
+            if step not in self._tensors:
+                raise _NotLowered
+            code += [IE_SIZE if node.value.func.attr == "size" else IE_STRIDE, step, node.slice.value]
+        else:
+            step = self._steps.get(ast.get_source_segment(text, node))
+            if step not in self._ints:
+                raise _NotLowered
+            code += [IE_INT, step, 0]
 
     def _check(self, op: tuple):
         kind, src = op[0], self.source(op[1])
