@@ -112,7 +112,7 @@ def wrap(tx, obj, source: Source | None) -> Value:
 
 
 def _numpy_object(tx, obj, source) -> Value | None:
-    """A NumPy scalar (a constant guarded by type and bits), array (a break), ufunc or random generator."""
+    """A NumPy scalar (a constant guarded by type and bits), array (a graph input), ufunc or random generator."""
     import numpy as np
 
     from .numpy_ns import NumpyValue, is_numpy_object
