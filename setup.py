@@ -5,8 +5,8 @@ setup(
     ext_modules=[
         Extension(
             "dynacap._C",
-            sources=["csrc/hook.c", "csrc/cache.c", "csrc/frame.c", "csrc/guards.c"],
-            depends=["csrc/frame.h", "csrc/cache.h", "csrc/guards.h"],
+            sources=["csrc/hook.c", "csrc/cache.c", "csrc/frame.c", "csrc/guards.c", "csrc/guard_checks.c"],
+            depends=["csrc/frame.h", "csrc/cache.h", "csrc/guards.h", "csrc/guard_program.h"],
             extra_compile_args=["-O2", "-Wall", "-Wno-unused-function"],
         )
     ]
