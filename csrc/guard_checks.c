@@ -386,6 +386,76 @@ valid_int_expr(GuardProgram *p, Check *c)
     return sp == 1;
 }
 
+/* guard.py's same_constant(a, b) for constants made of C types (program.py
+ * checks b): same types throughout, floats and complex numbers by their bits. */
+static int
+same_constant(PyObject *a, PyObject *b)
+{
+    PyTypeObject *t = Py_TYPE(a);
+    if (t != Py_TYPE(b)) {
+        return 0;
+    }
+    if (t == &PyFloat_Type) {
+        double x = PyFloat_AS_DOUBLE(a), y = PyFloat_AS_DOUBLE(b);
+        return memcmp(&x, &y, sizeof x) == 0;
+    }
+    if (t == &PyComplex_Type) {
+        Py_complex x = ((PyComplexObject *)a)->cval, y = ((PyComplexObject *)b)->cval;
+        return memcmp(&x.real, &y.real, sizeof x.real) == 0 && memcmp(&x.imag, &y.imag, sizeof x.imag) == 0;
+    }
+    if (t == &PyTuple_Type || t == &PyList_Type || t == &PySlice_Type || t == &PyFrozenSet_Type) {
+        if (Py_EnterRecursiveCall(" in a guard")) {
+            return -1;
+        }
+        int ok = 1;
+        if (t == &PySlice_Type) {
+            PySliceObject *x = (PySliceObject *)a, *y = (PySliceObject *)b;
+            ok = same_constant(x->start, y->start);
+            ok = ok == 1 ? same_constant(x->stop, y->stop) : ok;
+            ok = ok == 1 ? same_constant(x->step, y->step) : ok;
+        }
+        else if (t == &PyFrozenSet_Type) {
+            /* Every member of b matches one of a: a bijection, members being distinct. */
+            Py_ssize_t pb = 0, pa;
+            PyObject *x, *y;
+            Py_hash_t hash;
+            ok = PySet_GET_SIZE(a) == PySet_GET_SIZE(b);
+            while (ok == 1 && _PySet_NextEntry(b, &pb, &x, &hash)) {
+                int found = 0;
+                for (pa = 0; found == 0 && _PySet_NextEntry(a, &pa, &y, &hash);) {
+                    found = same_constant(y, x);
+                }
+                ok = found;
+            }
+        }
+        else {
+            /* Members are C types too: comparing them runs no code that could resize a. */
+            Py_ssize_t n = t == &PyTuple_Type ? PyTuple_GET_SIZE(a) : PyList_GET_SIZE(a);
+            ok = n == (t == &PyTuple_Type ? PyTuple_GET_SIZE(b) : PyList_GET_SIZE(b));
+            for (Py_ssize_t i = 0; ok == 1 && i < n; i++) {
+                ok = t == &PyTuple_Type ? same_constant(PyTuple_GET_ITEM(a, i), PyTuple_GET_ITEM(b, i))
+                                        : same_constant(PyList_GET_ITEM(a, i), PyList_GET_ITEM(b, i));
+            }
+        }
+        Py_LeaveRecursiveCall();
+        return ok;
+    }
+    if (t == &PyLong_Type || t == &PyUnicode_Type || t == &PyBytes_Type || t == &PyRange_Type ||
+        a == Py_None || a == Py_Ellipsis || a == Py_NotImplemented) {
+        return dc_truth_of(PyObject_RichCompare(a, b, Py_EQ));
+    }
+    if (a == b) {
+        return 1;
+    }
+    PyObject *r = PyObject_RichCompare(a, b, Py_EQ);
+    if (r == NULL) {
+        return -1;
+    }
+    int same = r == Py_True;
+    Py_DECREF(r);
+    return same;
+}
+
 int
 dc_run_check(GuardProgram *p, Check *c, PyObject *v, PyObject **regs, PyObject *L, PyObject *G)
 {
@@ -456,6 +526,15 @@ dc_run_check(GuardProgram *p, Check *c, PyObject *v, PyObject **regs, PyObject *
         Py_DECREF(arg);
         return ok;
     }
+    case CK_SAME: {
+        PyObject *arg = c->ints[0] ? PySequence_List(v) : Py_NewRef(v);
+        if (arg == NULL) {
+            return -1;
+        }
+        int ok = same_constant(arg, c->b);
+        Py_DECREF(arg);
+        return ok;
+    }
     case CK_TENSOR:
         return check_tensor(c, v);
     case CK_DISTINCT:
@@ -523,6 +602,7 @@ dc_check_args_valid(GuardProgram *p, Check *c)
     case CK_LEN_EQ:
     case CK_LEN_GT:
     case CK_CALL_TRUE:
+    case CK_SAME:
         ok = c->nints == 1;
         break;
     case CK_TENSOR:

@@ -46,6 +46,7 @@ enum {
     CK_IS_SOURCE,    /* (v is source ints[0]) is ints[1] */
     CK_IN_ANY,       /* (a in source ints[1] or a in source ints[2] ...) is ints[0] (no source) */
     CK_INT_EXPR,     /* an integer expression over sizes, strides and ints is true (no source) */
+    CK_SAME,         /* same_constant(v, b) (guard.py), C types only; with ints[0], of list(v) */
     CK_COUNT
 };
 

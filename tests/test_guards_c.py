@@ -66,7 +66,9 @@ NAN, NEG_NAN = float("nan"), -float("nan")
 POOL = [0, 1, -1, 2**70, True, False, None, 0.0, -0.0, 1.0, 0.5, NAN, NEG_NAN, math.inf, -math.inf, 1e-300,
         "a", "", "{x}", b"a", 0j, -0j, complex(0, -0.0), complex(NAN, 1), 1 + 2j, (1,), (True,), (1.0,), (-0.0,),
         (0.0,), (1, (2.0, False)), [1], frozenset({1}), frozenset({True}), frozenset({1.0}), slice(1, 2),
-        slice(1.0, 2), range(3), Ellipsis, torch.Size([2, 3]), type("Int", (int,), {})(1)]
+        slice(1.0, 2), range(3), Ellipsis, torch.Size([2, 3]), type("Int", (int,), {})(1), (NAN,), (NAN, 1),
+        frozenset({0.0}), frozenset({-0.0}), frozenset({(1, 2.0)}), slice(None, -0.0), slice(None, 0.0), [1.0, True],
+        [1, 1], ((1, 2.0),), ((1, 2),), (None, Ellipsis, NotImplemented, b"x", range(2)), (torch.Size([2]),)]
 
 
 @pytest.mark.parametrize("value", POOL, ids=repr)

@@ -43,7 +43,7 @@ from .guard import Guard, TensorSpec, _short, same_constant
 # Check kinds, as csrc/guards.c numbers them.
 (CK_TYPE, CK_ID, CK_ID_WEAK, CK_EQ, CK_FLOAT_BITS, CK_COMPLEX_BITS, CK_KEYS, CK_LEN_EQ, CK_LEN_GT, CK_FALSY,
  CK_NOT_IN, CK_IN, CK_CALL_IS, CK_CALL_TRUE, CK_TENSOR, CK_DISTINCT, CK_HAS_ATTR, CK_IS_SOURCE, CK_IN_ANY,
- CK_INT_EXPR) = range(20)
+ CK_INT_EXPR, CK_SAME) = range(21)
 # Instructions of an integer expression (CK_INT_EXPR), as csrc/guards.c numbers them.
 (IE_CONST, IE_SIZE, IE_STRIDE, IE_INT, IE_ADD, IE_SUB, IE_MUL, IE_FLOORDIV, IE_MOD, IE_NEG,
  IE_EQ, IE_NE, IE_LT, IE_LE, IE_GT, IE_GE) = range(16)
@@ -83,6 +83,22 @@ class Lowered:
     checks: list = field(default_factory=list)
     lines: list = field(default_factory=list)  # one readable line per check
     python: list = field(default_factory=list)  # guards the program leaves to its Python fallback
+
+
+#: Types csrc/guard_checks.c's same_constant compares itself.
+_C_ATOMS = (float, complex, int, str, bytes, bool, type(None), type(Ellipsis), type(NotImplemented), range)
+
+
+def _c_constant(value) -> bool:
+    """Whether ``value`` is made of types the C ``same_constant`` knows (a ``torch.Size`` is not one)."""
+    t = type(value)
+    if t in _C_ATOMS:
+        return True
+    if t in (tuple, list, frozenset):
+        return all(_c_constant(x) for x in value)
+    if t is slice:
+        return all(_c_constant(x) for x in (value.start, value.stop, value.step))
+    return False
 
 
 class _NotLowered(Exception):
@@ -307,7 +323,8 @@ class _Builder:
         if kind in ("SAME", "SAME_KEYS"):
             listed = kind == "SAME_KEYS"
             shown = f"list({where})" if listed else where
-            return (CK_CALL_TRUE, src, same_constant, op[2], (int(listed),)), f"same_constant({shown}, {op[2]!r})"
+            check, fn = (CK_SAME, None) if _c_constant(op[2]) else (CK_CALL_TRUE, same_constant)
+            return (check, src, fn, op[2], (int(listed),)), f"same_constant({shown}, {op[2]!r})"
         if kind in ("LEN_EQ", "LEN_GT"):
             return ((CK_LEN_EQ if kind == "LEN_EQ" else CK_LEN_GT), src, None, None, (op[2],)), \
                 f"len({where}) {'==' if kind == 'LEN_EQ' else '>'} {op[2]}"
