@@ -459,21 +459,15 @@ same_constant(PyObject *a, PyObject *b)
 int
 dc_run_check(GuardProgram *p, Check *c, PyObject *v, PyObject **regs, PyObject *L, PyObject *G)
 {
+    int quick = dc_quick_check(c, v);
+    if (quick != NOT_QUICK) {
+        return quick;
+    }
     switch (c->op) {
-    case CK_TYPE:
-        return Py_TYPE(v) == (PyTypeObject *)c->a;
-    case CK_ID:
-        return v == c->a;
     case CK_ID_WEAK:
         /* A dead reference gives None, as calling it does. */
         return v == PyWeakref_GET_OBJECT(c->a);
-    case CK_EQ:
-        if (Py_TYPE(v) != (PyTypeObject *)c->a) {
-            return 0;
-        }
-        if (c->a == (PyObject *)&PyFloat_Type) {
-            return PyFloat_AS_DOUBLE(v) == PyFloat_AS_DOUBLE(c->b);
-        }
+    case CK_EQ: /* of the type (dc_quick_check); not a float */
         return dc_truth_of(PyObject_RichCompare(v, c->b, Py_EQ));
     case CK_FLOAT_BITS: {
         if (!PyFloat_CheckExact(v)) {

@@ -112,6 +112,31 @@ typedef struct {
     vectorcallfunc vectorcall;
 } GuardProgram;
 
+#define NOT_QUICK (-2)
+
+/* The checks that need no call (most of them): 1 holds, 0 fails, or
+ * NOT_QUICK for the others (dc_run_check). */
+static inline int
+dc_quick_check(Check *c, PyObject *v)
+{
+    switch (c->op) {
+    case CK_TYPE:
+        return Py_TYPE(v) == (PyTypeObject *)c->a;
+    case CK_ID:
+        return v == c->a;
+    case CK_EQ:
+        if (Py_TYPE(v) != (PyTypeObject *)c->a) {
+            return 0;
+        }
+        if (c->a == (PyObject *)&PyFloat_Type) {
+            return PyFloat_AS_DOUBLE(v) == PyFloat_AS_DOUBLE(c->b);
+        }
+        return NOT_QUICK;
+    default:
+        return NOT_QUICK;
+    }
+}
+
 /* The value of step i (borrowed from regs), or NULL: the read failed, with
  * or without an exception set (guards.c). */
 PyObject *dc_read_source(GuardProgram *p, PyObject **regs, Py_ssize_t i, PyObject *L, PyObject *G);

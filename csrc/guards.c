@@ -142,14 +142,7 @@ program_run(GuardProgram *p, PyObject *L, PyObject *G)
             ok = PyErr_Occurred() ? -1 : 0;
             break;
         }
-        /* The commonest checks without a call into guard_checks.c. */
-        if (c->op == CK_TYPE) {
-            ok = Py_TYPE(v) == (PyTypeObject *)c->a;
-        }
-        else if (c->op == CK_ID) {
-            ok = v == c->a;
-        }
-        else {
+        if ((ok = dc_quick_check(c, v)) == NOT_QUICK) {
             ok = dc_run_check(p, c, v, regs, L, G);
         }
     }
