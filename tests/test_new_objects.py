@@ -477,6 +477,49 @@ def test_identity_is_decided_while_capturing():
     assert_fully_captured(_identity, torch.randn(3))
 
 
+class Scale:
+    def __init__(self, k):
+        self.k = k
+
+    def __call__(self, t, bias=0.0):
+        return t * self.k + bias
+
+
+class CallBreaks:
+    def __call__(self, t):
+        return _opaque_sum(Point(t)) + t
+
+
+def _call_frame_object(x, scale):
+    return scale(x), scale(x, bias=1.0)
+
+
+def _call_new_object(x):
+    return Scale(2.0)(x) + CallBreaks()(x * 2)
+
+
+def test_calling_an_object_inlines_its_call_method():
+    """Was: `calling Scale object is not supported` (a break per call)."""
+    run_differential(_call_frame_object, torch.randn(3), Scale(3.0))
+    dynacap.reset()
+    assert_fully_captured(_call_frame_object, torch.randn(3), Scale(3.0))
+    diff = run_differential(_call_new_object, torch.randn(3))
+    assert diff.compiles_first == 2  # the break inside __call__ is resumed inside it (a direct call)
+
+
+def test_patched_call_method_recompiles():
+    fn = dynacap.optimize(_call_frame_object, backend="eager")
+    scale = Scale(2.0)
+    x = torch.ones(1)
+    torch.testing.assert_close(fn(x, scale)[0], x * 2)
+    original = Scale.__call__
+    try:
+        Scale.__call__ = lambda self, t, bias=0.0: t * 100
+        torch.testing.assert_close(fn(x, scale)[0], x * 100)
+    finally:
+        Scale.__call__ = original
+
+
 class Slotted:
     __slots__ = ("a",)
 

@@ -168,6 +168,17 @@ class ObjectValue(Value):
     def getitem(self, tx, index):
         return self.call_special(tx, "__getitem__", [index], "indexing")
 
+    def call(self, tx, args, kwargs):
+        """``obj(*args)``: the class's ``__call__``, inlined with the object bound (its result is the CALL's)."""
+        from .functions import UserFunctionValue
+
+        method = class_lookup(type(self.obj), "__call__")
+        if type(method) is not types.FunctionType:
+            kind = "no" if method is _MISSING else f"a built-in ({type(method).__name__})"
+            raise GraphBreak(f"calling {self.describe()}, whose class has {kind} __call__")
+        guard_class_attribute(tx, self, self.obj, "__call__", method)
+        return UserFunctionValue(method).call(tx, [self, *args], kwargs)
+
     def contains(self, tx, item) -> Value:
         """``item in obj``: the class's ``__contains__`` (``Mapping``'s goes through ``__getitem__``).
 
