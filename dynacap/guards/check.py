@@ -25,18 +25,27 @@ from .guard import COMPLEX_BITS, FLOAT_BITS, SHAPE, STRIDE, VARIABLE, Guard, Gua
 class CompiledGuard:
     """A cache entry's guard: ``fn`` is what the hook calls as ``fn(L, G)``.
 
-    ``fn`` is the C program (``program`` lists its checks, ``python_fn`` is the
-    generated Python check of the same guards) or, with ``DYNACAP_PYTHON_GUARDS=1``,
-    ``python_fn`` itself.  ``source`` is ``python_fn``'s source.
+    ``fn`` is the C program (``program`` lists its checks; ``python_fn``, the
+    generated Python check of the same guards, is compiled when first asked for)
+    or, with ``DYNACAP_PYTHON_GUARDS=1``, ``python_fn`` itself.  ``source`` is
+    ``python_fn``'s source.
     """
 
-    def __init__(self, guards: list[Guard], fn, source: str, python_fn=None, program: list[str] | None = None):
+    def __init__(self, guards: list[Guard], fn, source: str, program: list[str] | None = None, scope=None):
         self.guards = guards
         self.fn = fn
         self.source = source
-        self.python_fn = python_fn if python_fn is not None else fn
         self.program = program
+        self._python = (None, scope) if program is not None else (fn, None)
         fn.compiled_guard = self  # the hook holds ``fn``; logs find the readable guards through it
+
+    @property
+    def python_fn(self):
+        fn, scope = self._python
+        if fn is None:
+            fn = _compile(self.source, scope)
+            self._python = (fn, None)
+        return fn
 
     def __call__(self, L, G) -> bool:
         return self.fn(L, G)
@@ -101,20 +110,20 @@ def _scope(constants: dict, G) -> dict:
 def compile_guards(guard_set: GuardSet, builtins_dict: dict | None = None, *, python: bool | None = None) -> CompiledGuard:
     """The check of ``guard_set``: a C program unless ``python`` (default: ``DYNACAP_PYTHON_GUARDS=1``)."""
     guards = list(guard_set)
-    python_fn, source = _python_check(guards, builtins_dict)
+    source, scope = _python_check(guards, builtins_dict)
     if python is None:
         python = os.environ.get("DYNACAP_PYTHON_GUARDS", "") not in ("", "0")
     if python:
-        return CompiledGuard(guards, python_fn, source)
+        return CompiledGuard(guards, _compile(source, scope), source)
     lowered = lower(guards, builtins_dict)
-    fallback = _python_check(lowered.python, builtins_dict)[0] if lowered.python else None
+    fallback = _compile(*_python_check(lowered.python, builtins_dict)) if lowered.python else None
     program = _C.GuardProgram(tuple(lowered.steps), tuple(lowered.checks), fallback)
     lines = lowered.lines + [f"python: {g.description}" for g in lowered.python]
-    return CompiledGuard(guards, program, source, python_fn, lines)
+    return CompiledGuard(guards, program, source, lines, scope)
 
 
-def _python_check(guards: list[Guard], builtins_dict: dict | None):
-    """One generated function ``___guard(L, G)``: the ``and`` of ``guards``, and its source."""
+def _python_check(guards: list[Guard], builtins_dict: dict | None) -> tuple[str, dict]:
+    """The source of one function ``___guard(L, G)``, the ``and`` of ``guards``, and the scope it runs in."""
     scope = _scope({}, None)
     if builtins_dict is not None:
         scope["B"] = builtins_dict
@@ -122,9 +131,13 @@ def _python_check(guards: list[Guard], builtins_dict: dict | None):
         scope.update(g.constants)
     body = " and ".join(f"({e})" for e in _share_prefixes(guards)) or "True"
     source = f"def ___guard(L, G):\n    try:\n        return {body}\n    except Exception:\n        return False\n"
+    return source, scope
+
+
+def _compile(source: str, scope: dict):
     namespace: dict = {}
     exec(compile(source, "<dynacap guard>", "exec"), scope, namespace)
-    return namespace["___guard"], source
+    return namespace["___guard"]
 
 
 def _share_prefixes(guards: list[Guard]) -> list[str]:
