@@ -520,6 +520,50 @@ def test_patched_call_method_recompiles():
         Scale.__call__ = original
 
 
+class Sized:
+    def __init__(self, items):
+        self.items = items
+
+    def __len__(self):
+        return len(self.items)
+
+
+FLAGS_READ = []
+
+
+class Flag:
+    def __init__(self, on):
+        self.on = on
+
+    def __bool__(self):
+        FLAGS_READ.append(self.on)
+        return self.on
+
+
+class BadBool:
+    def __bool__(self):
+        return 1
+
+
+def _truth(x):
+    FLAGS_READ.clear()
+    y = x + 1 if Sized([x]) else x - 1
+    z = y * 2 if Sized([]) else y * 3
+    return z if Flag(True) and not Flag(False) else -z, len(FLAGS_READ)
+
+
+def _truth_error(x):
+    return x if BadBool() else -x
+
+
+def test_truth_value_inlines_bool_and_len():
+    """Was: `truth value of ... (custom __bool__/__len__)`, a break per test."""
+    run_differential(_truth, torch.randn(3))
+    dynacap.reset()
+    assert_fully_captured(_truth, torch.randn(3))
+    run_differential(_truth_error, torch.randn(3))  # TypeError: __bool__ should return bool
+
+
 class Slotted:
     __slots__ = ("a",)
 

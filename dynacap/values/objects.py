@@ -213,10 +213,19 @@ class ObjectValue(Value):
         tx.record_setattr(self, name, value)
 
     def truth(self, tx):
+        """``bool(obj)``: the class's ``__bool__``, else its ``__len__``, inlined; True without either."""
         cls = type(self.obj)
-        if class_lookup(cls, "__bool__") is _MISSING and class_lookup(cls, "__len__") is _MISSING:
-            return True
-        raise GraphBreak(f"truth value of {self.describe()} (custom __bool__/__len__)")
+        for name in ("__bool__", "__len__"):
+            if class_lookup(cls, name) is _MISSING:
+                continue
+            result = self.call_special(tx, name, [], "truth value")
+            value = result.as_constant() if result.is_constant() else None
+            if name == "__bool__" and type(value) is bool:
+                return value
+            if name == "__len__" and type(value) in (int, bool) and value >= 0:
+                return bool(value)
+            raise GraphBreak(f"truth value of {self.describe()}: its {name} gave {result.describe()}")
+        return True
 
 
 def escaped(e: AttributeMissing) -> AttributeMissing:
