@@ -40,6 +40,7 @@ from .interpreter import TraceContext, Tracer
 from .interpreter.skipfiles import is_skipped_file
 from .modes import TorchState, restoring_modes_on_error
 from .modes import interrupts as _interrupts
+from .values.keyed_dicts import NeedsKeyedDict
 
 _warned_cache_limit: set = set()
 
@@ -149,14 +150,25 @@ class CaptureContext:
     def capture_frame(self, code: types.CodeType, f_locals: dict, f_globals: dict, f_builtins: dict):
         start = time.perf_counter()
         policy = ShapePolicy(code, self.dynamic)
-        try:
-            return self._capture(code, f_locals, f_globals, f_builtins, policy, policy.expects_symbolic(), start)
-        except NeedsSymbolicShapes:
-            return self._capture(code, f_locals, f_globals, f_builtins, policy, True, start)
+        symbolic, keyed = policy.expects_symbolic(), frozenset()
+        # A trace may learn it began with the wrong view of an input (a size that must be symbolic,
+        # a dict keyed by tensors): it starts again, knowing.  Each lesson is learnt once.
+        while True:
+            try:
+                return self._capture(code, f_locals, f_globals, f_builtins, policy, symbolic, keyed, start)
+            except NeedsSymbolicShapes:
+                if symbolic:
+                    raise
+                symbolic = True
+            except NeedsKeyedDict as e:
+                if e.source_expr in keyed:
+                    raise
+                keyed |= {e.source_expr}
 
-    def _capture(self, code, f_locals, f_globals, f_builtins, policy: ShapePolicy, symbolic: bool, start: float):
+    def _capture(self, code, f_locals, f_globals, f_builtins, policy: ShapePolicy, symbolic: bool,
+                 keyed: frozenset, start: float):
         tctx = TraceContext(f_globals, f_builtins, initial_grad=torch.is_grad_enabled(),
-                            graph=GraphBuilder(symbolic=symbolic), shapes=policy)
+                            graph=GraphBuilder(symbolic=symbolic), shapes=policy, keyed_dicts=keyed)
         self.on_trace(tctx)
         tctx.guards.global_state()
         tracer = Tracer(code, tctx, f_globals)

@@ -188,6 +188,26 @@ class ItemSource(Source):
 
 
 @dataclass(frozen=True)
+class KeyedItemSource(Source):
+    """``base[key]`` for a key that is itself an object reached from the frame (a tensor keying a dict)."""
+
+    base: Source
+    key: Source
+
+    def expr(self) -> str:
+        return f"{self.base.expr()}[{self.key.expr()}]"
+
+    def load(self) -> list[Instr]:
+        return self.base.emit() + self.key.emit() + [Instr("BINARY_SUBSCR")]
+
+    def root(self) -> Source:
+        return self.base.root()
+
+    def constants(self) -> dict:
+        return {**self.base.constants(), **self.key.constants()}
+
+
+@dataclass(frozen=True)
 class CellContentsSource(Source):
     """The contents of a closure cell of a function reached by ``base``."""
 

@@ -44,10 +44,11 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import os
 import sysconfig
 
-from .models import checkpointing
+from .models import checkpointing, foreach, iteration
 
 
 class Rule(enum.Enum):
@@ -148,6 +149,10 @@ _TABLE = (
     TraceRule("torch.backends.mps.is_available", F, "fixed for the process"),
     TraceRule("torch.distributed.is_available", F, "fixed for the process"),
     # C functions with a rule of their own (any other C function of torch is a graph operation).
+    TraceRule("torch._foreach_addcdiv_", M, "a tensor of scalars has no working fake kernel: smaller foreach ops",
+              (foreach.addcdiv_, foreach.never_eager)),
+    TraceRule("torch._foreach_addcmul_", M, "a tensor of scalars has no working fake kernel: smaller foreach ops",
+              (foreach.addcmul_, foreach.never_eager)),
     TraceRule("torch.is_grad_enabled", F, "the grad mode: guarded, and followed through captured blocks"),
     TraceRule("torch.is_inference_mode_enabled", F, "guarded with the grad mode"),
     TraceRule("torch.get_default_dtype", F, "guarded with the global state"),
@@ -198,9 +203,25 @@ LIBRARY_FUNCTIONS = (
     TraceRule("typing.get_origin", I, "pure Python"),
     TraceRule("typing.get_args", I, "pure Python"),
     TraceRule("typing._should_unflatten_callable_args", I, "pure Python"),
+    TraceRule("itertools.chain", M, "a generator yielding the same items", (iteration.chain, iteration.never_eager)),
+    TraceRule("itertools.chain.from_iterable", M, "a generator yielding the same items",
+              (iteration.chain_from_iterable, iteration.never_eager)),
 )
 
 _RULES = {r.name: r for r in _TABLE + LIBRARY_FUNCTIONS}
+
+#: Functions whose ``try`` handlers only restore the grad mode (and call no-ops): a graph that
+#: raises restores the modes itself (``modes.restoring_modes_on_error``), so in-place work inside
+#: their ``try`` blocks may stay in one graph.
+MODE_ONLY_HANDLERS = frozenset({
+    "torch.optim.optimizer._use_grad_for_differentiable.<locals>._use_grad",
+})
+
+
+@functools.lru_cache(maxsize=256)
+def handlers_only_restore_modes(code) -> bool:
+    """Whether ``code``'s ``try`` handlers only restore modes (``MODE_ONLY_HANDLERS``)."""
+    return name_of_code(code) in MODE_ONLY_HANDLERS
 
 _TORCH_DIR = os.path.dirname(os.path.abspath(__import__("torch").__file__)) + os.sep
 _MODELS_DIR = os.path.dirname(os.path.abspath(checkpointing.__file__)) + os.sep
@@ -258,13 +279,21 @@ def rule_for_code(code) -> TraceRule | None:
     return rule
 
 
-def rule_for_object(obj) -> TraceRule | None:
-    """The rule for a torch object reached as a value (a C function, a class), by its module and name."""
+def rule_for_object(obj, default_module: str | None = "torch") -> TraceRule | None:
+    """The rule for an object reached as a value (a C function, a class), by its module and name.
+
+    ``default_module`` names the module of C functions that do not say (torch's own).
+    """
     code = getattr(obj, "__code__", None)
     if code is not None:
         return rule_for_code(code)
-    module = getattr(obj, "__module__", None) or "torch"
+    owner = getattr(obj, "__self__", None)
+    module = getattr(obj, "__module__", None) or (owner.__module__ if isinstance(owner, type) else default_module)
+    if module is None:
+        return None
     name = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
     if not isinstance(module, str) or not isinstance(name, str):
         return None
+    # torch's C functions are methods of a hidden class: ``torch._foreach_add_`` by its public name.
+    name = name.removeprefix("_VariableFunctionsClass.")
     return _RULES.get(f"{module}.{name}")

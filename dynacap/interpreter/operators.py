@@ -14,6 +14,7 @@ from ..values.constant import ConstantValue
 from ..values.containers import (DictValue, DictViewValue, IteratorValue, ListValue, SequenceValue, SizeValue,
                                   TupleValue, holds_mutable)
 from ..values.iterators import PullIterator, contains
+from ..values.keyed_dicts import KeyedDictValue
 from ..values.objects import ObjectValue
 from ..values.symbolic import SymNumberValue
 from ..values.tensor import TensorValue
@@ -184,6 +185,11 @@ def _contains(tx, ins):
     else:
         if isinstance(container, DictValue) and item.is_constant():
             result = item.as_constant() in container.items
+        elif isinstance(container, DictValue):
+            container.refuse_tensor_key(item)
+            raise GraphBreak(f"`in` over {container.describe()} with the key {item.describe()}")
+        elif isinstance(container, KeyedDictValue):
+            result = container.contains(tx, item).as_constant()
         elif isinstance(container, SequenceValue):
             matches = [identical(item, x) if not (item.is_constant() and x.is_constant())
                        else item.as_constant() == x.as_constant() for x in container.items]

@@ -29,7 +29,10 @@ _SITE_DIRS = tuple(os.path.abspath(p) + os.sep for p in {sysconfig.get_paths()["
 #: Libraries torch's compilers run (shape reasoning, kernel caches, code templates), for example while
 #: a backward compiled lazily runs at a graph break: never user programs to capture.
 _TORCH_DEPENDENCY_DIRS = tuple(os.path.join(site, name) + os.sep for site in _SITE_DIRS
-                               for name in ("sympy", "mpmath", "filelock", "triton", "networkx", "jinja2"))
+                               for name in ("sympy", "mpmath", "filelock", "triton", "networkx", "jinja2", "numpy"))
+#: Test runners: their import hooks and plugins run inside a captured function's eager parts (an
+#: ``import`` or a warning there), never programs to capture.
+_TEST_RUNNER_DIRS = tuple(os.path.join(site, name) + os.sep for site in _SITE_DIRS for name in ("_pytest", "pluggy"))
 
 #: Backports of the standard library installed as packages: skipped like the standard library.
 _STDLIB_BACKPORTS = frozenset(os.path.join(site, "typing_extensions.py") for site in _SITE_DIRS)
@@ -41,7 +44,7 @@ def is_skipped_file(filename: str) -> bool:
     path = os.path.abspath(filename)
     if path.startswith(_DYNACAP_DIR) and not path.startswith((_HARNESS_DIR, _MODELS_DIR)):
         return True
-    if path.startswith(_TORCH_DIR) or path.startswith(_TORCH_DEPENDENCY_DIRS):
+    if path.startswith(_TORCH_DIR) or path.startswith(_TORCH_DEPENDENCY_DIRS) or path.startswith(_TEST_RUNNER_DIRS):
         return True
     if path.startswith(_STDLIB_DIRS) and not path.startswith(_SITE_DIRS) or path in _STDLIB_BACKPORTS:
         return True

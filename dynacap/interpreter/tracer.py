@@ -30,7 +30,7 @@ from ..guards import GuardSet
 from ..source import BuiltinSource, GlobalSource, ModuleGlobalSource
 from ..trace_rules import Rule
 from ..values.base import DELETED, Value
-from ..values.torch_ns import call_by_rule
+from ..values.library import call_by_rule
 from .regions import in_try
 from .skipfiles import is_layer_file
 
@@ -145,6 +145,8 @@ class TraceContext:
     handled_ops: bool = False
     #: Which input sizes and ints are symbolic (``dynamic.ShapePolicy``); None: all static.
     shapes: "ShapePolicy | None" = None
+    #: Sources of frame dicts read by key (``values.keyed_dicts``), learnt by an earlier attempt.
+    keyed_dicts: frozenset = frozenset()
 
     def __post_init__(self):
         self.graph.before_node = self.keep_program_order
@@ -309,7 +311,8 @@ class Tracer:
         """Whether a ``try`` handler of this frame or of a caller protects the current instruction."""
         tracer = self
         while tracer is not None:
-            if tracer.current is not None and in_try(tracer.code, tracer.current.offset):
+            if tracer.current is not None and in_try(tracer.code, tracer.current.offset) \
+                    and not trace_rules.handlers_only_restore_modes(tracer.code):
                 return True
             tracer = tracer.parent
         return False

@@ -10,6 +10,7 @@ generator's items one at a time and stop where eager stops (``any``,
 from __future__ import annotations
 
 import builtins
+import collections
 import inspect
 import types
 
@@ -117,6 +118,12 @@ class BuiltinValue(Value):
 
             return GenericGetattrValue()
         return super().getattr(tx, name)
+
+    def getitem(self, tx, index):
+        """``list[int]``, ``dict[str, Tensor]``: a type annotation (``types.GenericAlias``), a constant."""
+        if isinstance(self.fn, type) and index.is_constant():
+            return ConstantValue(self.fn[index.as_constant()])
+        return super().getitem(tx, index)
 
     def call(self, tx, args, kwargs):
         name = self.fn.__name__
@@ -248,11 +255,16 @@ def _enumerate(tx, args, kwargs):
 
 
 def _zip(tx, args, kwargs):
-    if kwargs:
+    strict = kwargs.get("strict", ConstantValue(False))
+    if set(kwargs) - {"strict"} or not strict.is_constant():
         return None
     if any(is_lazy(a) for a in args):
+        if strict.as_constant():
+            return None
         return ZipValue([iterator_of(tx, a) for a in args])
     columns = [a.iterate(tx) for a in args]
+    if strict.as_constant() and len({len(c) for c in columns}) > 1:
+        raise GraphBreak("zip(strict=True) of arguments of different lengths (ValueError at run time)")
     return TupleValue([TupleValue(list(row)) for row in zip(*columns)])
 
 
@@ -286,6 +298,20 @@ def _dict(tx, args, kwargs):
                 items[k.as_constant()] = v
     items.update(kwargs)
     return DictValue(items)
+
+
+def _ordered_dict(tx, args, kwargs):
+    made = _dict(tx, args, kwargs)
+    return DictValue(made.items, dict_type=collections.OrderedDict)
+
+
+def _defaultdict(tx, args, kwargs):
+    """``defaultdict(factory, ...)``: a dict whose missing keys call ``factory`` (a value, or None)."""
+    factory = args[0] if args else ConstantValue(None)
+    if factory.is_constant() and not (factory.as_constant() is None or callable(factory.as_constant())):
+        raise GraphBreak("defaultdict: the first argument must be callable or None (TypeError at run time)")
+    made = _dict(tx, args[1:], kwargs)
+    return DictValue(made.items, dict_type=collections.defaultdict, default_factory=factory)
 
 
 def _constant_items(tx, iterable: Value) -> list | None:
@@ -415,6 +441,8 @@ def _scalar_ctor(kind):
         from .tensor import TensorValue
 
         if args and isinstance(args[0], TensorValue):
+            if len(args) == 1 and not kwargs:
+                return args[0].python_number(tx, kind)  # a break unless config.capture_scalar_outputs
             raise GraphBreak(f"`{kind.__name__}()` of a tensor reads its value into Python")
         return None
 
@@ -457,6 +485,8 @@ _HANDLERS = {
     "sorted": _sorted,
     "reversed": _reversed,
     "dict": _dict,
+    "OrderedDict": _ordered_dict,
+    "defaultdict": _defaultdict,
     "min": _minmax(min),
     "max": _minmax(max),
     "sum": _sum,

@@ -8,6 +8,8 @@ a side effect the foundation does not replay, so it is a graph break.
 """
 from __future__ import annotations
 
+import collections
+
 from ..errors import GraphBreak
 from .base import Value
 from .constant import ConstantValue
@@ -266,22 +268,33 @@ class ListValue(SequenceValue):
 
 
 class DictValue(Value):
-    """A dict with constant keys."""
+    """A dict with constant keys: a ``dict``, an ``OrderedDict`` or a ``defaultdict`` (``dict_type``).
 
-    def __init__(self, items: dict, source=None):
+    A ``defaultdict`` missing a key calls its ``default_factory`` (a value) and stores
+    the result, as ``__missing__`` does.
+    """
+
+    def __init__(self, items: dict, source=None, dict_type: type = dict, default_factory: Value | None = None):
         self.items = dict(items)
         self.source = source
         self.mutated = False
+        self.dict_type = dict_type
+        self.default_factory = default_factory
 
     def python_type(self):
-        return dict
+        return self.dict_type
 
     def describe(self):
         where = f" {self.source.expr()}" if self.source is not None else ""
-        return f"dict{where} of {len(self.items)}"
+        return f"{self.dict_type.__name__}{where} of {len(self.items)}"
+
+    def like(self, items: dict) -> "DictValue":
+        """A new dict of the same type (and factory) holding ``items`` (``copy()``)."""
+        return DictValue(items, dict_type=self.dict_type, default_factory=self.default_factory)
 
     def is_constant(self):
-        return all(v.is_constant() for v in self.items.values())
+        # An OrderedDict compares by order and a defaultdict holds its factory: only plain dicts fold.
+        return self.dict_type is dict and all(v.is_constant() for v in self.items.values())
 
     def as_constant(self):
         return {k: v.as_constant() for k, v in self.items.items()}
@@ -293,10 +306,23 @@ class DictValue(Value):
         return [ConstantValue(k) for k in self.items]
 
     def getitem(self, tx, index):
+        self.refuse_tensor_key(index)
         key = index.as_constant()
         if key not in self.items:
-            raise GraphBreak(f"key {key!r} is not in {self.describe()} (KeyError at run time)")
+            if self.default_factory is None or (self.default_factory.is_constant()
+                                                and self.default_factory.as_constant() is None):
+                raise GraphBreak(f"key {key!r} is not in {self.describe()} (KeyError at run time)")
+            self.setitem(tx, index, self.default_factory.call(tx, [], {}))
         return self.items[key]
+
+    def refuse_tensor_key(self, key: Value) -> None:
+        """A tensor key: a dict from the frame is then read by key (``keyed_dicts``), any other breaks."""
+        if key.kind() == "tensor":
+            if self.source is not None:
+                from .keyed_dicts import NeedsKeyedDict
+
+                raise NeedsKeyedDict(self.source.expr())
+            raise GraphBreak(f"{self.describe()} made in the captured code, keyed by a tensor")
 
     def mutate(self, tx) -> None:
         if self.source is not None and not self.mutated:
@@ -305,6 +331,7 @@ class DictValue(Value):
         tx.ctx.mutations += 1
 
     def setitem(self, tx, index, value):
+        self.refuse_tensor_key(index)
         self.mutate(tx)
         self.items[index.as_constant()] = value
 
@@ -320,11 +347,20 @@ class DictValue(Value):
             self.build(cg)
 
     def build(self, cg) -> None:
-        """Emit a new dict with the current items."""
+        """Emit a new dict (of ``dict_type``) with the current items."""
+        if self.dict_type is not dict:
+            cg.append("PUSH_NULL")
+            cg.load_const(self.dict_type)
+            if self.dict_type is collections.defaultdict:
+                self.default_factory.reconstruct(cg)
         for k, v in self.items.items():
             cg.load_const(k)
             v.reconstruct(cg)
         cg.append("BUILD_MAP", len(self.items))
+        if self.dict_type is not dict:
+            nargs = 2 if self.dict_type is collections.defaultdict else 1
+            cg.append("PRECALL", nargs)
+            cg.append("CALL", nargs)
 
 
 class DictViewValue(TupleValue):

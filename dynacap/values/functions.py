@@ -227,7 +227,7 @@ class ContainerMethodValue(MethodOfValue):
                 default = args[1] if len(args) > 1 else ConstantValue(None)
                 return c.items.get(key, default)
             if name == "copy":
-                return DictValue(dict(c.items))
+                return c.like(dict(c.items))
             if name == "update":
                 for a in args:
                     if not isinstance(a, DictValue):

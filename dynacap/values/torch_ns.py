@@ -14,11 +14,12 @@ import torch
 
 from .. import trace_rules
 from ..errors import GraphBreak
-from ..trace_rules import Rule, TraceRule
 from ..source import AttrSource
+from ..trace_rules import Rule
 from .base import Value, constant_args
 from .constant import ConstantValue
 from .containers import SizeValue
+from .library import call_by_rule
 
 def is_torch_object(obj) -> bool:
     """Whether ``obj`` belongs to torch's own namespace (and is not an ``nn.Module`` or a tensor)."""
@@ -92,6 +93,11 @@ class TorchValue(Value):
 
             return GradModeValue(fn)
         if isinstance(fn, type):
+            from .legacy_tensors import construct
+
+            legacy = construct(tx, fn, args, kwargs)
+            if legacy is not None:
+                return legacy
             if issubclass(fn, torch.nn.Module):
                 from .module import create_layer
 
@@ -104,46 +110,6 @@ class TorchValue(Value):
                 raise GraphBreak(f"constructing {self.describe()} is not supported")
         name = getattr(fn, "__name__", repr(fn))
         return tx.graph.call("call_function", fn, args, kwargs, f"torch.{name}")
-
-
-def call_by_rule(tx, fn_value: Value, rule: TraceRule, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    """Call torch's (or a library's) ``fn_value`` as its trace rule says (``dynacap.trace_rules``)."""
-    fn = fn_value.real_object()
-    what = f"`{getattr(fn, '__module__', None) or 'torch'}.{getattr(fn, '__qualname__', fn)}`"
-    if rule.rule is Rule.EAGER:
-        raise GraphBreak(f"{what} {rule.why}")
-    if rule.rule is Rule.COMPILER:
-        if isinstance(fn, type):
-            from .null_context import NullContextValue
-
-            return NullContextValue(what, rule.why)
-        return ConstantValue(rule.answer)
-    if rule.rule is Rule.FOLD:
-        const = constant_args(args, kwargs)
-        if const is None:
-            raise GraphBreak(f"{what} on values known only at run time")
-        return ConstantValue(fn(*const[0], **const[1]))
-    if rule.rule is Rule.MODEL:
-        from .wrap import wrap
-
-        model, eager_reason = rule.answer
-        # Keyword arguments known only at run time stay Values: never None, never False.
-        reason = eager_reason({k: v.as_constant() if v.is_constant() else v for k, v in kwargs.items()})
-        if reason is not None:
-            raise GraphBreak(f"{what}: {reason}")
-        return wrap(tx, model, None).call(tx, args, kwargs)
-    if rule.rule is Rule.SEE_THROUGH:
-        from .wrap import wrap
-
-        return wrap(tx, fn.__wrapped__, None).call(tx, args, kwargs)
-    if rule.rule is Rule.INLINE and isinstance(fn, types.FunctionType):
-        from .functions import UserFunctionValue
-
-        function = UserFunctionValue(fn, fn_value.source)
-        function.library_ok = True
-        return tx.inline_call(function, args, kwargs)
-    name = getattr(fn, "__name__", repr(fn))
-    return tx.graph.call("call_function", fn, args, kwargs, f"torch.{name}")
 
 
 class AutogradApplyValue(Value):

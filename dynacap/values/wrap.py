@@ -12,24 +12,33 @@ are guarded by what they are made of instead of identity.
 """
 from __future__ import annotations
 
+import collections
 import inspect
 import re
 import types
 
 import torch
 
-from .. import config
+from .. import config, trace_rules
 from ..errors import GraphBreak, is_generated
-from ..source import ItemSource, LocalSource, Source
+from ..source import AttrSource, ItemSource, LocalSource, Source
 from .base import Value
 from .builtins import TYPE_PREDICATES, BuiltinValue, SignatureValue, TypePredicateValue
 from .constant import ConstantValue, is_literal
 from .containers import DictValue, FrameItems, ListValue, SizeValue, TupleValue
 from .functions import OpaqueCallableValue, PythonModuleValue, UserFunctionValue
+from .keyed_dicts import KeyedDictValue, reads_by_key
+from .library import LibraryCallableValue
 from .module import ModuleValue
 from .numpy_ns import is_numpy_object
 from .objects import ObjectValue, has_lookup_hooks
 from .torch_ns import TorchValue, is_torch_object
+
+
+#: Kinds of library callables a trace rule may name (``itertools.chain``, ``chain.from_iterable``).
+_LIBRARY_CALLABLE_TYPES = (type, types.BuiltinFunctionType, types.BuiltinMethodType)
+#: Dict types held as ``DictValue`` (constant keys) or ``KeyedDictValue`` (tensor keys).
+_DICT_TYPES = (dict, collections.OrderedDict, collections.defaultdict)
 
 
 def wrap(tx, obj, source: Source | None) -> Value:
@@ -69,7 +78,7 @@ def wrap(tx, obj, source: Source | None) -> Value:
         if source is not None:
             g.equals_match(source, obj)
         return ConstantValue(obj, source)
-    if t in (list, dict) and id(obj) in tx.ctx.containers:
+    if (t is list or t in _DICT_TYPES) and id(obj) in tx.ctx.containers:
         return tx.ctx.containers[id(obj)]
     if t in (tuple, list):
         cls = TupleValue if t is tuple else ListValue
@@ -81,16 +90,30 @@ def wrap(tx, obj, source: Source | None) -> Value:
         if t is list:
             tx.ctx.containers[id(obj)] = value
         return value
-    if t is dict:
+    if t in _DICT_TYPES and source is not None and reads_by_key(obj, source, tx.ctx.keyed_dicts):
+        value = KeyedDictValue(tx, obj, source)
+        tx.ctx.containers[id(obj)] = value
+        return value
+    if t in _DICT_TYPES:
         if not all(is_literal(k) for k in obj):
-            raise GraphBreak("a dict with non-constant keys")
+            raise GraphBreak(f"a {t.__name__} with non-constant keys")
         if source is not None:
             g.type_match(source, obj)
             g.keys_match(source, list(obj))
+        factory = None
+        if t is collections.defaultdict:
+            factory = wrap(tx, obj.default_factory, AttrSource(source, "default_factory") if source is not None
+                           else None)
         value = DictValue({k: wrap(tx, v, ItemSource(source, k) if source is not None else None)
-                           for k, v in obj.items()}, source)
+                           for k, v in obj.items()}, source, dict_type=t, default_factory=factory)
         tx.ctx.containers[id(obj)] = value
         return value
+    if t in _LIBRARY_CALLABLE_TYPES and not is_torch_object(obj):
+        rule = trace_rules.rule_for_object(obj, default_module=None)
+        if rule is not None:
+            if source is not None:
+                _guard_library_callable(tx, obj, source)
+            return LibraryCallableValue(obj, rule, source)
     if source is not None and _is_bound_method(obj):
         return _bound_method(tx, obj, source)
     value = _object_value(tx, obj, source)
@@ -213,6 +236,18 @@ def _guard_by_parts(tx, value, source) -> bool:
     return False
 
 
+def _guard_library_callable(tx, obj, source) -> None:
+    """By identity; a classmethod bound to its C class (``chain.from_iterable``, a new object on every
+    read) by its class and name."""
+    owner = getattr(obj, "__self__", None)
+    if type(obj) is types.BuiltinMethodType and isinstance(owner, type):
+        tx.guards.type_match(source, obj)
+        tx.guards.id_match(AttrSource(source, "__self__"), owner)
+        tx.guards.equals_match(AttrSource(source, "__name__"), obj.__name__)
+    else:
+        tx.guards.id_match(source, obj)
+
+
 def _is_bound_method(obj) -> bool:
     t = type(obj)
     if t is types.MethodType:
@@ -228,7 +263,6 @@ def _bound_method(tx, obj, source) -> Value:
 
     The guards are on what it is made of: its type, its function (or name) and its ``__self__``.
     """
-    from ..source import AttrSource
     from .functions import BoundMethodValue, ContainerMethodValue
 
     g = tx.guards
@@ -298,6 +332,8 @@ def _object_value(tx, obj, source) -> Value:
     if is_torch_object(obj):
         return TorchValue(obj, source)
     if t is types.BuiltinFunctionType and obj.__module__ == "builtins":
+        return BuiltinValue(obj, source)
+    if obj is collections.OrderedDict or obj is collections.defaultdict:
         return BuiltinValue(obj, source)
     if issubclass(t, type) and obj.__module__ == "builtins" and obj.__name__ in (
             "int", "float", "bool", "str", "tuple", "list", "dict", "range", "slice", "type", "enumerate",

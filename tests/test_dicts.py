@@ -1,0 +1,189 @@
+"""Dicts beyond ``dict``: OrderedDict and defaultdict (made in the trace or from the frame), dicts keyed by
+tensors read by key (``Optimizer.state``), ``tensor.grad`` read and assigned, and the small library models the
+optimizers meet (``itertools.chain``, ``zip(strict=True)``, ``list[Tensor]``).  Differential against eager, then
+graph counts.
+"""
+from __future__ import annotations
+
+import collections
+import itertools
+
+import pytest
+import torch
+
+import dynacap
+from differential import assert_fully_captured, explain_captured, run_differential
+
+
+def test_defaultdict_made_in_the_trace_groups_tensors():
+    def fn(xs):
+        groups = collections.defaultdict(list)
+        for i, x in enumerate(xs):
+            groups[i % 2].append(x * 2)
+        return {k: torch.stack(v).sum() for k, v in groups.items()}, type(groups).__name__
+
+    xs = [torch.randn(3) for _ in range(4)]
+    assert_fully_captured(fn, xs)
+    run_differential(fn, xs)
+
+
+def test_defaultdict_of_a_lambda_factory_and_a_returned_defaultdict():
+    def fn(x):
+        d = collections.defaultdict(lambda: 0)
+        d["a"] += 1
+        d["b"] = x + d["a"]
+        return d
+
+    out = dynacap.optimize(fn)(torch.ones(2))
+    expected = fn(torch.ones(2))
+    assert type(out) is collections.defaultdict and out["a"] == 1 and out["zzz"] == 0
+    torch.testing.assert_close(out["b"], expected["b"])
+
+
+def test_ordered_dict_made_and_from_the_frame():
+    table = collections.OrderedDict([("b", 2.0), ("a", 3.0)])
+
+    def fn(x, od):
+        made = collections.OrderedDict()
+        made["z"] = x
+        made["y"] = x * 2
+        od["c"] = x.sum()
+        return list(made.keys()), list(od.keys()), sum(v for v in table.values()) * x, type(made)
+
+    assert_fully_captured(fn, torch.randn(3), collections.OrderedDict(q=1))
+    run_differential(fn, torch.randn(3), collections.OrderedDict(q=1))
+
+
+def test_ordered_dict_mutated_in_place_keeps_its_order():
+    def fn(x, od):
+        od["new"] = x + 1
+        del_free = od.pop("first")
+        return del_free * x
+
+    def fresh():
+        return (torch.ones(3), collections.OrderedDict(first=torch.ones(3), second=2)), {}
+
+    run_differential(fn, fresh_inputs=fresh)
+    od = fresh()[0][1]
+    dynacap.optimize(fn)(torch.randn(3), od)
+    assert list(od) == ["second", "new"] and type(od) is collections.OrderedDict
+    od.move_to_end("second")  # the OrderedDict's own order is intact
+    assert list(od) == ["new", "second"]
+
+
+class Keyed:
+    """A stand-in for Optimizer.state: a defaultdict keyed by parameters."""
+
+    def __init__(self, params):
+        self.params = params
+        self.state = collections.defaultdict(dict)
+
+
+def _keyed_step(holder, x):
+    for p in holder.params:
+        state = holder.state[p]
+        if len(state) == 0:
+            state["count"] = torch.zeros(())
+            state["avg"] = torch.zeros_like(p)
+        state["count"] += 1
+        state["avg"].mul_(0.5).add_(p * x.sum())
+    return x * 2
+
+
+def test_dict_keyed_by_tensors_created_then_read_by_key():
+    params = [torch.randn(3), torch.randn(2)]
+    eager, captured = Keyed(params), Keyed(params)
+    fn = dynacap.optimize(_keyed_step)
+    for step in range(3):
+        x = torch.full((2,), float(step))
+        torch.testing.assert_close(fn(captured, x), _keyed_step(eager, x))
+        for p in params:
+            assert set(captured.state[p]) == {"count", "avg"}
+            for key in ("count", "avg"):
+                torch.testing.assert_close(captured.state[p][key], eager.state[p][key])
+    # Steady state: one graph, no break (the state read by key through each parameter's source).
+    out = dynacap.explain(_keyed_step)(Keyed(params), torch.ones(2))
+    assert out.graph_break_count == 0, out
+
+
+def test_dict_keyed_by_tensors_len_or_iteration_breaks_cleanly():
+    def fn(holder, x):
+        return x * len(holder.state)
+
+    holder = Keyed([torch.randn(2)])
+    holder.state[holder.params[0]]["k"] = 1
+    out = explain_captured(fn, holder, torch.ones(2))
+    assert out.graph_break_count == 1 and "read by key" in str(out.break_reasons[0])
+
+
+def test_grad_is_read_through_its_source_and_assigned_after_the_graph():
+    def fn(w, x):
+        y = x * w.grad if w.grad is not None else x
+        w.grad = None
+        return y, w.grad
+
+    w = torch.randn(3, requires_grad=True)
+    w.grad = torch.ones(3) * 2
+    out = dynacap.explain(fn)(w, torch.randn(3))
+    assert (out.graph_count, out.graph_break_count) == (1, 0), out
+    assert w.grad is None
+    for grad in (torch.ones(3) * 2, None):
+        w_eager, w_captured = torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)
+        w_eager.grad = w_captured.grad = grad
+        x = torch.randn(3)
+        expected, actual = fn(w_eager, x), dynacap.optimize(fn)(w_captured, x)
+        torch.testing.assert_close(actual[0], expected[0])
+        assert actual[1] is None and w_captured.grad is None
+
+
+def test_grad_of_a_new_tensor_breaks():
+    def fn(x):
+        y = x * 2
+        return y.grad
+
+    out = explain_captured(fn, torch.randn(2))
+    assert out.graph_break_count == 1 and "made in the captured code" in str(out.break_reasons[0])
+
+
+def test_itertools_chain_and_strict_zip_and_generic_aliases():
+    from typing import cast
+
+    def fn(xs, ys):
+        total = 0
+        for t in itertools.chain(xs, ys, itertools.chain.from_iterable([xs])):
+            total = total + t
+        pairs = [a * b for a, b in zip(xs, ys, strict=True)]
+        return cast(list[torch.Tensor], pairs), total
+
+    xs, ys = [torch.randn(2), torch.randn(2)], [torch.randn(2), torch.randn(2)]
+    assert_fully_captured(fn, xs, ys)
+    run_differential(fn, xs, ys)
+
+
+def test_zip_strict_of_different_lengths_raises_as_eager():
+    def fn(xs):
+        return [a for a, b in zip(xs, [1], strict=True)]
+
+    run_differential(fn, [torch.ones(1), torch.ones(1)])
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_foreach_addcdiv_with_a_tensor_of_scalars(backend):
+    def fn(ps, a, b, s):
+        torch._foreach_addcdiv_(ps, a, b, s)
+        torch._foreach_addcmul_(ps, a, b, s)
+        torch._foreach_addcdiv_(ps, a, b, 0.5)
+        return ps
+
+    def inputs():
+        g = torch.Generator().manual_seed(0)
+        ps = [torch.randn(3, generator=g), torch.randn(2, 2, generator=g)]
+        a = [torch.randn(3, generator=g), torch.randn(2, 2, generator=g)]
+        b = [torch.rand(3, generator=g) + 1, torch.rand(2, 2, generator=g) + 1]
+        return (ps, a, b, torch.tensor([0.1, -0.2])), {}
+
+    expected = fn(*inputs()[0])
+    actual = dynacap.optimize(fn, backend=backend)(*inputs()[0])
+    for e, c in zip(expected, actual):
+        torch.testing.assert_close(c, e)
+    assert_fully_captured(fn, *inputs()[0])
