@@ -199,6 +199,7 @@ DEFAULT = TraceRule("torch", Rule.INLINE, "torch's own Python")
 LIBRARY_FUNCTIONS = (
     TraceRule("dataclasses.fields", I, "pure Python"),
     TraceRule("dataclasses._is_dataclass_instance", I, "pure Python"),
+    TraceRule("dataclasses.replace", I, "pure Python: reads the fields, calls the class"),
     TraceRule("typing.cast", I, "pure Python: returns its value"),
     TraceRule("typing.get_origin", I, "pure Python"),
     TraceRule("typing.get_args", I, "pure Python"),

@@ -13,8 +13,10 @@ from ..values.base import Value
 from ..values.constant import ConstantValue
 from ..values.containers import (DictValue, DictViewValue, IteratorValue, ListValue, SequenceValue, SizeValue,
                                   TupleValue, holds_mutable)
+from ..values.instances import NewObjectValue
 from ..values.iterators import PullIterator, contains
 from ..values.keyed_dicts import KeyedDictValue
+from ..values.numpy_ns import is_numpy_array, numpy_operator
 from ..values.objects import ObjectValue
 from ..values.symbolic import SymNumberValue
 from ..values.tensor import TensorValue
@@ -34,6 +36,8 @@ COMPARE = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operato
 
 def binary_op(tx, symbol: str, a: Value, b: Value) -> Value:
     fn = BINARY[symbol]
+    if is_numpy_array(a) or is_numpy_array(b):
+        return numpy_operator(tx, fn, [a, b], f"`{symbol}`")
     if isinstance(a, TensorValue) or isinstance(b, TensorValue):
         if not isinstance(a, TensorValue):
             # `n += t` with a Python number n: Python falls back to `n + t` (and FX cannot print `0 += t`).
@@ -84,6 +88,8 @@ def _fold(fn, symbol: str, a: Value, b: Value) -> Value:
 
 def compare_op(tx, symbol: str, a: Value, b: Value) -> Value:
     fn = COMPARE[symbol]
+    if is_numpy_array(a) or is_numpy_array(b):
+        return numpy_operator(tx, fn, [a, b], f"`{symbol}`")
     if isinstance(a, TensorValue) or isinstance(b, TensorValue):
         return tx.graph.call("call_function", fn, [a, b], {}, f"`{symbol}`")
     if symbolic_numbers(a, b):
@@ -124,6 +130,14 @@ def identical(a: Value, b: Value) -> bool | None:
         return a.node is b.node
     if isinstance(a, TensorValue) or isinstance(b, TensorValue):
         return False
+    if isinstance(a, NewObjectValue) or isinstance(b, NewObjectValue):
+        # Made by the trace: one Value wherever it is held, and nothing that existed before.
+        return False
+    try:
+        if a.python_type() is not b.python_type():
+            return False  # one object has one type
+    except GraphBreak:
+        pass
     if a.is_constant() and b.is_constant() and not isinstance(a, (SequenceValue, DictValue)) \
             and not isinstance(b, (SequenceValue, DictValue)):
         return a.as_constant() is b.as_constant()
@@ -209,7 +223,9 @@ def _contains(tx, ins):
 def _unary(symbol, fn, method):
     def handler(tx, ins):
         value = tx.pop()
-        if isinstance(value, (TensorValue, SymNumberValue)):
+        if is_numpy_array(value):
+            tx.push(numpy_operator(tx, fn, [value], f"unary `{symbol}`"))
+        elif isinstance(value, (TensorValue, SymNumberValue)):
             tx.push(tx.graph.call("call_function", fn, [value], {}, f"unary `{symbol}`"))
         elif value.is_constant():
             tx.push(ConstantValue(fn(value.as_constant())))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import builtins
 import collections
 import inspect
+import operator
 import types
 
 from ..errors import GraphBreak
@@ -170,9 +171,12 @@ def _len(tx, args, kwargs):
         return ConstantValue(x.length())
     if isinstance(x, DictValue):
         return ConstantValue(len(x.items))
+    from .numpy_ns import NDArrayValue
     from .sets import SetValue
     from .tensor import TensorValue
 
+    if isinstance(x, NDArrayValue):
+        return x.length()  # a constant; a break for a NumPy scalar or a dynamic first dimension
     if isinstance(x, SetValue):
         return ConstantValue(x.length())
     if isinstance(x, TensorValue):
@@ -220,11 +224,12 @@ def _isinstance(tx, args, kwargs):
 
 
 def _abs(tx, args, kwargs):
+    from .numpy_ns import NDArrayValue, numpy_operator
     from .tensor import TensorValue
 
+    if len(args) == 1 and not kwargs and isinstance(args[0], NDArrayValue):
+        return numpy_operator(tx, operator.abs, [args[0]], "`abs()`")
     if len(args) == 1 and not kwargs and isinstance(args[0], TensorValue):
-        import operator
-
         return tx.graph.call("call_function", operator.abs, [args[0]], {}, "abs()")
     return None
 

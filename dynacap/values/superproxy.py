@@ -13,6 +13,7 @@ import inspect
 
 from ..errors import GraphBreak
 from .base import Value
+from .constant import ConstantValue
 from .objects import GenericGetattrValue, ObjectValue, builtin_dict_get, modelled_method
 
 
@@ -53,6 +54,8 @@ class SuperValue(Value):
             if attr is _DICT_GET and isinstance(self.self_value, ObjectValue) \
                     and issubclass(self.self_value.python_type(), dict):
                 return _BoundBuiltin(builtin_dict_get, self.self_value, "super().get")
+            if attr is _OBJECT_INIT:
+                return _BoundBuiltin(_object_init, self.self_value, "super().__init__")
             if isinstance(attr, (staticmethod, classmethod)) or hasattr(type(attr), "__get__"):
                 raise GraphBreak(f"super().{name} is a {type(attr).__name__}")
             return wrap(tx, attr, None)
@@ -65,6 +68,14 @@ _GENERIC_GETATTRIBUTE = {klass: klass.__dict__["__getattribute__"]
 
 
 _DICT_GET = dict.__dict__["get"]
+_OBJECT_INIT = object.__dict__["__init__"]
+
+
+def _object_init(tx, self_value, args):
+    """``object.__init__(self)``: does nothing (extra arguments are a TypeError at run time)."""
+    if args:
+        raise GraphBreak("object.__init__() takes exactly one argument (TypeError at run time)")
+    return ConstantValue(None)
 
 
 class _BoundBuiltin(Value):

@@ -40,7 +40,6 @@ _TOLIST_LIMIT = 64
 _DATA_DEPENDENT = {
     "item": "`.item()` reads a tensor's value into Python",
     "tolist": "`.tolist()` reads a tensor's values into Python",
-    "numpy": "`.numpy()` leaves torch for NumPy",
     "data_ptr": "`.data_ptr()` reads a real memory address",
     "__bool__": "`bool()` of a tensor depends on its value",
     "backward": "`.backward()` runs autograd eagerly",
@@ -219,6 +218,10 @@ class TensorMethodValue(MethodOfValue):
         name = self.name
         if name in ("item", "tolist") and config.capture_scalar_outputs and not args and not kwargs:
             return self.owner.item(tx) if name == "item" else self.owner.tolist(tx)
+        if name == "numpy":
+            from .numpy_ns import tensor_numpy
+
+            return tensor_numpy(tx, self.owner, args, kwargs)  # breaks itself where eager would raise
         if name in _DATA_DEPENDENT:
             raise GraphBreak(f"{_DATA_DEPENDENT[name]}; this cannot be captured in a graph"
                              + (" (keep the value as a tensor, or set dynacap.config.capture_scalar_outputs=True, "
