@@ -471,8 +471,6 @@ def test_identity_matches_eager():
     run_differential(_identity, torch.randn(3))
 
 
-@pytest.mark.xfail(strict=True, reason="`is` between two new objects needs operators.identical to know them "
-                                       "(requested in coord/requests-objects.md)")
 def test_identity_is_decided_while_capturing():
     assert_fully_captured(_identity, torch.randn(3))
 
