@@ -18,6 +18,7 @@ from ..source import AttrSource, DictEntrySource, ItemSource
 from .base import DELETED, Value
 from .constant import ConstantValue
 from .containers import TupleValue
+from .module_tree import ModuleTreeMethodValue, is_tree_method
 
 _CONTAINERS = (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict, torch.nn.ParameterList,
                torch.nn.ParameterDict)
@@ -142,6 +143,8 @@ class ModuleValue(Value):
         if isinstance(m, torch.nn.ModuleDict) and name in ("keys", "values", "items") \
                 and getattr(type(m), name) is getattr(torch.nn.ModuleDict, name):
             return ModuleDictMethodValue(self, name)
+        if is_tree_method(m, name):
+            return ModuleTreeMethodValue(self, name)
         static = inspect.getattr_static(m, name, None)
         if isinstance(static, property):
             from .functions import UserFunctionValue
@@ -158,6 +161,15 @@ class ModuleValue(Value):
             # A built-in layer's helper (BatchNorm._check_input_dim) called from a user subclass.
             function.library_ok = True
             return BoundMethodValue(function, self)
+        if isinstance(static, (staticmethod, classmethod)) and inspect.isfunction(static.__func__):
+            from .functions import BoundMethodValue, UserFunctionValue
+            from .objects import guard_class_attribute
+
+            guard_class_attribute(tx, self, m, name, static)
+            function = UserFunctionValue(static.__func__)
+            if isinstance(static, staticmethod):
+                return function
+            return BoundMethodValue(function, wrap(tx, type(m), None))
         if isinstance(static, (staticmethod, classmethod)):
             raise GraphBreak(f"{type(static).__name__} `{name}` of {self.describe()}")
         if static is None and not hasattr(type(m), name):
@@ -206,13 +218,39 @@ class ModuleValue(Value):
         return UserFunctionValue(forward).call(tx, [self, *args], kwargs)
 
     def iterate(self, tx):
-        if isinstance(self.module, (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict)):
+        m = self.module
+        if isinstance(m, (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict)):
             self.guard_children(tx)
-        if isinstance(self.module, (torch.nn.Sequential, torch.nn.ModuleList)):
-            return [self.getattr(tx, name) for name in self.module._modules]
-        if isinstance(self.module, torch.nn.ModuleDict):
-            return [ConstantValue(k) for k in self.module._modules]
+        if isinstance(m, (torch.nn.Sequential, torch.nn.ModuleList)):
+            return [self.getattr(tx, name) for name in m._modules]
+        if isinstance(m, torch.nn.ModuleDict):
+            return [ConstantValue(k) for k in m._modules]
+        if type(m).__iter__ is torch.nn.ParameterList.__iter__:
+            self.guard_parameter_names(tx)
+            return [self.getattr(tx, name) for name in m._parameters]
         raise GraphBreak(f"iterating over {self.describe()}")
+
+    def truth(self, tx) -> bool:
+        """``if self.bn:``: a module is true unless its class says otherwise (containers: when not empty)."""
+        cls = type(self.module)
+        if getattr(cls, "__bool__", None) is None:
+            length = getattr(cls, "__len__", None)
+            if length is None:
+                return True
+            if length in (torch.nn.Sequential.__len__, torch.nn.ModuleList.__len__, torch.nn.ModuleDict.__len__):
+                self.guard_children(tx)
+                return len(self.module._modules) > 0
+            if length is torch.nn.ParameterList.__len__:
+                self.guard_parameter_names(tx)
+                return len(self.module._parameters) > 0
+        raise GraphBreak(f"the truth value of {self.describe()} (its class defines __bool__ or __len__)")
+
+    def guard_parameter_names(self, tx) -> None:
+        """The names of the module's own parameters (a ParameterList iterates over exactly these)."""
+        if self.source is not None:
+            keys = list(self.module._parameters)
+            tx.guards.add("EQUALS_MATCH", AttrSource(self.source, "_parameters"), "list({s}) == {keys}",
+                          f"parameters of {self.source.expr()} == {keys}", keys=keys)
 
     def guard_children(self, tx) -> None:
         """The names of the children (a loop over a container unrolls over exactly these)."""

@@ -546,8 +546,10 @@ def guard_class_attribute(tx, value: Value, obj, name: str, attr) -> None:
                       f"{name!r} not in {readable(source)}.__dict__")
     description = f"type({readable(source)}).{name} is {label}"
     metaclass_attr = class_lookup(type(type(obj)), name)
-    if metaclass_attr is not _MISSING and _is_data_descriptor(metaclass_attr):
-        # ``type(obj).__class__`` is the metaclass's: read the class dictionaries instead.
+    if metaclass_attr is not _MISSING and _is_data_descriptor(metaclass_attr) \
+            or isinstance(attr, (staticmethod, classmethod)):
+        # ``type(obj).__class__`` is the metaclass's, and ``type(obj).<static>`` is what the descriptor
+        # gives (a function, a new bound method): read the class dictionaries instead.
         tx.guards.add("ID_MATCH", source, f"{{lookup}}(type({{s}}), {name!r}) is {{attr}}", description,
                       lookup=class_lookup, attr=attr)
         return
