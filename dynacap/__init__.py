@@ -1,6 +1,6 @@
 """dynacap: capture PyTorch programs as FX graphs while they run (PEP 523, CPython 3.11).
 
-Public API (see README.md): ``optimize``, ``explain``, ``reset``, ``disable``,
+Public API (see README.md): ``optimize``, ``explain``, ``reset``, ``disable``, ``allow_in_graph``,
 ``config``, ``register_backend``, ``list_backends``, ``Unsupported``,
 ``mark_dynamic``, ``mark_static``, ``maybe_mark_dynamic``, ``export``,
 ``capture_pre_autograd_graph``, ``ExportError``.
@@ -12,7 +12,7 @@ from .errors import ConstraintViolation, Unsupported
 from .explain import ExplainOutput, explain
 from .export import ExportError, capture_pre_autograd_graph, export
 from .logs import configure as _configure_logs
-from .optimize import OptimizedModule, disable, optimize, reset
+from .optimize import OptimizedModule, allow_in_graph, disable, optimize, reset
 
 _configure_logs()
 
@@ -21,6 +21,7 @@ __all__ = [
     "explain",
     "reset",
     "disable",
+    "allow_in_graph",
     "config",
     "compiled_autograd",
     "register_backend",

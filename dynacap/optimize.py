@@ -180,6 +180,18 @@ def disable(fn):
     return uncaptured
 
 
+def allow_in_graph(fn):
+    """Decorator: calls of ``fn`` inside captured code are one opaque graph node (``fn`` itself).
+
+    ``fn`` must be a function of tensors and constants that a backend can trace (its body runs on
+    fake tensors while capturing, and inside the compiled graph); it is never inlined or broken inside.
+    """
+    if not callable(fn) or isinstance(fn, torch.nn.Module):
+        raise TypeError("dynacap.allow_in_graph takes a function")
+    fn._dynacap_allow_in_graph = True
+    return fn
+
+
 def reset() -> None:
     """Drop every cached compiled frame (and every skip mark)."""
     hook.reset_all()

@@ -260,3 +260,26 @@ def test_set_grad_enabled_called_gives_eager_modes_and_results(fn, graphs):
     out = dynacap.explain(fn)(x)
     torch.set_grad_enabled(True)
     assert out.graph_count == graphs, out
+
+
+@dynacap.allow_in_graph
+def _opaque(x, scale):
+    print("inside the opaque function")  # runs on fakes while capturing, and in the graph: never traced
+    return torch.tanh(x) * scale
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_allow_in_graph_is_one_opaque_node(backend):
+    from differential import CountingBackend
+
+    def fn(x):
+        return _opaque(x + 1, 2.0) - 1
+
+    counting = CountingBackend(inner=backend)
+    x = torch.randn(3, requires_grad=True)
+    out = dynacap.optimize(fn, backend=counting)(x)
+    torch.testing.assert_close(out, fn(x))
+    (gm,) = counting.graphs
+    assert _opaque in [n.target for n in gm.graph.nodes]
+    out.sum().backward()  # gradients flow through the opaque node
+    assert x.grad is not None

@@ -450,6 +450,8 @@ class Tracer:
         code = fn.__code__
         if getattr(fn, "_dynacap_disabled", False):
             raise GraphBreak(f"call to {fn.__qualname__}, which is disabled by the user (dynacap.disable)")
+        if getattr(fn, "_dynacap_allow_in_graph", False):
+            return self.graph.call("call_function", fn, args, kwargs, fn.__qualname__)
         rule = trace_rules.rule_for_code(code)
         if rule is not None and rule.rule is not Rule.INLINE:
             return call_by_rule(self, fn_value, rule, args, kwargs)
