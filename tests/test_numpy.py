@@ -5,8 +5,6 @@ Each test runs the program eagerly and captured (twice: the second call must hit
 results by type, dtype, shape and values (NumPy arrays and scalars included), inputs after the call, then
 graph and break counts.
 """
-import inspect
-
 import numpy as np
 import pytest
 import torch
@@ -15,29 +13,6 @@ import dynacap
 from differential import CountingBackend, assert_same, clone_inputs
 
 BACKENDS = ["eager", "aot_eager"]
-
-
-@pytest.fixture(autouse=True)
-def numpy_frames_skipped(monkeypatch):
-    """NumPy's own Python frames run eagerly (requests-numpy N3); until skipfiles says so, via the setting."""
-    from dynacap.interpreter import skipfiles
-
-    if not skipfiles.is_skipped_file(np.__file__):
-        import os
-
-        monkeypatch.setattr(dynacap.config, "skip_prefixes", [os.path.dirname(np.__file__) + os.sep])
-
-
-def _hooked() -> bool:
-    """Whether `x.numpy()` and Python operators reach dynacap.values.numpy_ns (requests-numpy N1, N2)."""
-    from dynacap.interpreter import operators
-    from dynacap.values import tensor
-
-    return "tensor_numpy" in inspect.getsource(tensor) and "numpy_operator" in inspect.getsource(operators)
-
-
-needs_hooks = pytest.mark.skipif(not _hooked(), reason="x.numpy() / operators not routed to numpy_ns yet "
-                                                        "(coord/requests-numpy.md N1, N2)")
 
 
 def same(expected, actual, path="result"):
@@ -414,7 +389,7 @@ def test_numpy_random_generator_runs_eagerly():
     assert all("NumPy randomness runs eagerly" in r for r in counts(program, t(3))[2])
 
 
-# -- `x.numpy()` and operators (requests-numpy N1, N2) -------------------------------------------------
+# -- `x.numpy()` and operators --------------------------------------------------------------------
 
 def with_operators(x):
     a = x.numpy()
@@ -422,20 +397,17 @@ def with_operators(x):
     return torch.from_numpy(np.sqrt(np.abs(b))) + 1, (a > 0).sum(), -a, a @ a.T, a[0] == a[0]
 
 
-@needs_hooks
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_x_numpy_and_operators_are_one_graph(backend):
     assert differential(with_operators, t(4, 5), backend=backend).compiles == 1
     assert counts(with_operators, t(4, 5))[:2] == (1, 0)
 
 
-@needs_hooks
 def test_x_numpy_and_operators_beside_torch_compile():
     assert counts(with_operators, t(4, 4))[:2] == (1, 0)
     assert 1 <= _dynamo_graphs(with_operators, t(4, 4))
 
 
-@needs_hooks
 def test_gaussian_kernel_from_numpy_constants():
     def program(x):
         k = np.exp(-np.arange(-2, 3) ** 2 / 2.0)
@@ -446,7 +418,6 @@ def test_gaussian_kernel_from_numpy_constants():
     assert counts(program, t(8))[:2] == (1, 0)
 
 
-@needs_hooks
 def test_x_numpy_where_eager_raises_breaks():
     def program(x):
         return x.numpy() * 2
@@ -462,7 +433,6 @@ def test_x_numpy_where_eager_raises_breaks():
     assert counting.compiles == 0
 
 
-@needs_hooks
 def test_in_place_operator_on_an_array_breaks_and_changes_the_tensor():
     def program(x):
         a = x.numpy()
@@ -473,7 +443,6 @@ def test_in_place_operator_on_an_array_breaks_and_changes_the_tensor():
     assert "in-place" in counts(program, t(3))[2][0]
 
 
-@needs_hooks
 def test_operator_between_tensor_and_numpy_value_breaks():
     def program(x):
         return x * np.sum(x.numpy())  # eager: a tensor (the NumPy scalar as a Python number)

@@ -201,6 +201,8 @@ class NDArrayValue(Value):
 
     def getattr(self, tx, name):
         fake = self.tensor.fake
+        if name == "__class__":
+            return ConstantValue(self.python_type())
         if name == "shape":
             from .containers import TupleValue
 
@@ -412,7 +414,7 @@ def numpy_call(tx, target, reference, args: list, kwargs: dict, what: str) -> Va
     count = len(tx.graph.created)
     node_args = [_node_argument(a, what) for a in args]
     node_kwargs = {k: _node_argument(v, what) for k, v in kwargs.items()}
-    result = tx.graph.call("call_function", _graph_target(target), node_args, node_kwargs, what)
+    result = tx.graph.call("call_function", _graph_target(target), node_args, node_kwargs, what.strip("`"))
     try:
         return _as_numpy(result, example, what, exact)
     except GraphBreak:
@@ -521,9 +523,11 @@ def _node_argument(value: Value, what: str) -> Value:
         return ListValue(items) if isinstance(value, ListValue) else TupleValue(items)
     if value.is_constant():
         c = value.as_constant()
-        if isinstance(c, np.dtype) or (isinstance(c, type) and (issubclass(c, np.generic) or c in (
-                int, float, bool, complex))):
-            return ConstantValue(np.dtype(c).name)  # FX cannot write a class as an argument
+        if isinstance(c, np.dtype) or isinstance(c, type):
+            try:
+                return ConstantValue(np.dtype(c).name)  # FX cannot write a class as an argument
+            except TypeError as e:
+                raise GraphBreak(f"{what} given the class {c.__qualname__}") from e
         if isinstance(c, (np.finfo, np.iinfo)):
             raise GraphBreak(f"{what} given a {type(c).__name__} object")
     return value
