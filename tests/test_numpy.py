@@ -403,6 +403,16 @@ def test_x_numpy_and_operators_are_one_graph(backend):
     assert counts(with_operators, t(4, 5))[:2] == (1, 0)
 
 
+def test_len_and_abs_of_arrays():
+    def program(x):
+        a = x.numpy()
+        return abs(a) * len(a), x * len(a)
+
+    for backend in BACKENDS:
+        assert differential(program, t(4, 3), backend=backend).compiles == 1
+    assert counts(program, t(4, 3))[:2] == (1, 0)
+
+
 def test_x_numpy_and_operators_beside_torch_compile():
     assert counts(with_operators, t(4, 4))[:2] == (1, 0)
     assert 1 <= _dynamo_graphs(with_operators, t(4, 4))

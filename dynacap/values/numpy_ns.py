@@ -227,10 +227,15 @@ class NDArrayValue(Value):
     def setitem(self, tx, index, value):
         raise GraphBreak(f"writing into {self.describe()} runs eagerly (it changes the tensor it shares memory with)")
 
-    def length(self, tx) -> Value:
-        """``len(array)``: its first dimension (symbolic where it is), as NumPy answers it."""
-        if self.scalar_type is not None or not self.tensor.fake.shape:
+    def length(self, tx=None) -> Value:
+        """``len(array)``: its first dimension, as NumPy answers it (symbolic where it is, given ``tx``)."""
+        shape = self.tensor.fake.shape
+        if self.scalar_type is not None or not shape:
             raise GraphBreak(f"len() of {self.describe()} (TypeError at run time)")
+        if type(shape[0]) is int:
+            return ConstantValue(shape[0])
+        if tx is None:
+            raise GraphBreak(f"len() of {self.describe()} with a dynamic first dimension")
         return self.tensor.size_item(tx, 0)
 
     def iterate(self, tx):
