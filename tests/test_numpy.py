@@ -175,6 +175,15 @@ def test_where_torch_numpy_promotes_differently_it_breaks():
     assert breaks >= 1 and "where NumPy computes float64" in reasons[0]
 
 
+def test_where_torch_numpy_returns_another_shape_it_breaks():
+    """`np.percentile(a, 90)`: a NumPy scalar, where torch's NumPy gives an array of shape (1,)."""
+    def program(x):
+        return np.percentile(x.numpy(), 90), x + 1
+
+    differential(program, t(3, 4))
+    assert "gives shape (1,) where NumPy gives ()" in counts(program, t(3, 4))[2][0]
+
+
 def test_complex_fft_dtype_differs_and_breaks():
     def program(x):
         return np.fft.fft(np.asarray(x))
@@ -502,6 +511,48 @@ class NumpyPostprocess(torch.nn.Module):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+class AccuracyMetric(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 3)
+
+    def forward(self, x, labels):
+        logits = self.fc(x)
+        pred = logits.data.cpu().numpy().argmax(axis=1)
+        return logits, np.mean(pred == labels.numpy())
+
+
+class CausalMask(torch.nn.Module):
+    def forward(self, x):
+        n = x.size(1)
+        mask = torch.from_numpy(np.triu(np.ones((1, n, n)), k=1).astype("uint8")) == 0
+        return x.masked_fill(~mask[0, :x.size(0)], 0.0)
+
+
+class BatchStats(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.fc(x)
+        stats = y.detach().numpy()
+        return y, stats.mean(), stats.std(axis=0), np.median(stats, axis=0)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", [(AccuracyMetric, lambda: (t(5, 8), torch.tensor([0, 1, 2, 1, 0]))),
+                                  (CausalMask, lambda: (t(4, 4),)), (BatchStats, lambda: (t(3, 4),))],
+                         ids=lambda c: c[0].__name__)
+def test_module_programs_with_x_numpy(case, backend):
+    model, make_args = case
+    torch.manual_seed(0)
+    m = model()
+    assert counts(m, *make_args())[:2] == (1, 0)
+    assert differential(m, *make_args(), backend=backend).compiles == 1
+    assert 1 <= _dynamo_graphs(m, *make_args())
+
+
 @pytest.mark.filterwarnings("ignore:Dynamo does not know")
 @pytest.mark.parametrize("model", [ScaledAttention, FlattenByProd, NumpyPositionalTable],
                          ids=lambda m: m.__name__)
