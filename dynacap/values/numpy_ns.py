@@ -6,8 +6,10 @@ operators on such arrays become graph nodes that run torch's NumPy on tensors
 (``torch._numpy``), so the graph holds torch operations only; the array
 becomes a real ``numpy.ndarray`` only where it leaves the graph (returned,
 stored, live at a break), as ``.numpy()`` of the graph's output.  NumPy on
-constants (``np.float32(2.0)``, ``np.sqrt(4.0)``) runs at capture time and
-its scalars are constants.
+constants (``np.float32(2.0)``, ``np.sqrt(4.0)``) runs at capture time: its
+scalars are constants, its arrays graph nodes whose values are also known
+(``np.arange(3)`` iterated).  An array read from the frame is a graph input
+through ``torch.from_numpy`` (``ArrayTensorSource``), guarded like a tensor.
 
 Every operation is first run by NumPy itself on example arrays of the same
 dtypes and shapes (ones): the result's type (array or NumPy scalar), dtype and
@@ -15,7 +17,7 @@ shape must be what torch's NumPy gives, or the operation is a graph break, so
 promotion rules are NumPy's.  Must not: run NumPy randomness at capture time
 (``np.random`` always runs eagerly: drawing while capturing would change the
 program's results), run a NumPy function that writes memory or global state,
-or let a NumPy array reach a torch operation (eager torch refuses them).
+or pass a NumPy array to a torch operation (eager torch converts or refuses it, case by case).
 """
 from __future__ import annotations
 
