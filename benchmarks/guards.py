@@ -4,8 +4,8 @@ Every figure is measured for dynacap and torch.compile (Dynamo) in the same proc
 ``backend="eager"`` (the graph runs the same kernels; every difference is the engine's):
 
 * **per guard**: a function adding N module-level floats to a tensor (each float one guard)
-  is called at N = 10, 100, 1000; ns per guard = (time per call at N − at 0) / N, best of
-  several batches. dynacap's default check is its C guard program; the row
+  is called at N = 10, 100, 1000; ns per guard = (time per call at N − at 0) / N, the median
+  over interleaved rounds (each time the best of 3 short batches). dynacap's default check is its C guard program; the row
   ``dynacap (Python)`` is the generated Python check (``DYNACAP_PYTHON_GUARDS=1``), for reference.
 * **big list**: ``x + BIG[7]`` with a 30,000-item global list: guards made, first call, µs per call.
 * **alive**: 60 models of distinct classes, each captured once, deleted without reset: how many
@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import statistics
 import sys
 import time
 import weakref
@@ -94,11 +95,14 @@ def per_guard(repeats: int) -> dict:
                 fns[row, n](x)
         finally:
             os.environ.pop("DYNACAP_PYTHON_GUARDS", None)
-    times = {key: float("inf") for key in fns}
-    for _ in range(repeats):
-        for key, fn in fns.items():
-            times[key] = min(times[key], best_per_call(fn, (x,), 2000 if key[1] < 1000 else 300, 1))
-    return {row: {n: (times[row, n] - times[row, 0]) / n * 1e9 for n in (10, 100, 1000)} for row in rows}
+    # Per round: each function's best of 3 short batches; per-guard cost: the median over rounds of
+    # (time at N - time at 0) / N, which cancels the machine's slow drift (a shared box).
+    slopes: dict = {(row, n): [] for row in rows for n in (10, 100, 1000)}
+    for _ in range(3 * repeats):
+        times = {key: best_per_call(fn, (x,), 1000 if key[1] < 1000 else 200, 3) for key, fn in fns.items()}
+        for row, n in slopes:
+            slopes[row, n].append((times[row, n] - times[row, 0]) / n * 1e9)
+    return {row: {n: statistics.median(slopes[row, n]) for n in (10, 100, 1000)} for row in rows}
 
 
 BIG = list(range(30000))
