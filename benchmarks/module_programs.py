@@ -1,0 +1,159 @@
+"""Module programs in the style of crawled GitHub code: graphs and breaks, dynacap vs torch.compile, same run.
+
+The programs are those of ``tests/test_module_programs.py`` (``PROGRAMS``).  For each one, a
+fresh module (same seed) is run eagerly, under ``dynacap.explain`` and under torch.compile
+(``torch._dynamo.explain`` for its breaks, ``torch.compile`` with a counting ``eager``
+backend for its graphs and result; ``torch._dynamo.reset()`` before each).  Both results are
+compared with eager's.  The ``scalar`` group runs with ``capture_scalar_outputs`` on in both
+engines.  Prints a markdown table, the totals, and each row where dynacap has more graphs or
+breaks than torch.compile with both engines' break reasons; exits non-zero when a result
+differs from eager.
+
+Usage::
+
+    PYTHONPATH=. python3 benchmarks/module_programs.py
+    PYTHONPATH=. python3 benchmarks/module_programs.py normal_log_prob packed_lstm   # some programs
+"""
+from __future__ import annotations
+
+import pathlib
+import sys
+import warnings
+
+import torch
+import torch._dynamo
+
+import dynacap
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
+from differential import assert_same  # noqa: E402
+from test_module_programs import PROGRAMS, Program  # noqa: E402
+
+SEED = 2
+
+
+class Counting:
+    """torch.compile backend that counts graphs and runs each as is."""
+
+    def __init__(self):
+        self.graphs = 0
+
+    def __call__(self, gm, example_inputs):
+        self.graphs += 1
+        return gm.forward
+
+
+def same(expected, actual) -> bool:
+    try:
+        assert_same(expected, actual)
+    except AssertionError:
+        return False
+    return True
+
+
+def seeded(call, args):
+    torch.manual_seed(SEED)
+    return call(*args)
+
+
+def run_dynacap(prog: Program, expected) -> dict:
+    model, args = prog.build()
+    try:
+        out = seeded(dynacap.explain(model), args)
+    except Exception as e:  # reported in the table
+        return {"error": f"{type(e).__name__}: {e}".splitlines()[0]}
+    return {"graphs": out.graph_count, "breaks": out.graph_break_count, "same": same(expected, out.result),
+            "reasons": [r.reason.splitlines()[0] for r in out.break_reasons]}
+
+
+def run_torch(prog: Program, expected) -> dict:
+    try:
+        torch._dynamo.reset()
+        model, args = prog.build()
+        explained = seeded(torch._dynamo.explain(model), args)
+        torch._dynamo.reset()
+        model, args = prog.build()
+        backend = Counting()
+        result = seeded(torch.compile(model, backend=backend), args)
+    except Exception as e:  # reported in the table
+        return {"error": f"{type(e).__name__}: {e}".splitlines()[0]}
+    finally:
+        torch._dynamo.reset()
+    reasons = [str(r.reason).splitlines()[0] for r in explained.break_reasons]
+    if explained.graph_count == 0 and not reasons:
+        reasons = [skipped_frame_reason(prog)]  # explain reports a frame it ran eagerly as -1 breaks
+    return {"graphs": backend.graphs, "breaks": len(reasons), "same": same(expected, result), "reasons": reasons}
+
+
+def skipped_frame_reason(prog: Program) -> str:
+    """Why torch.compile ran the whole frame eagerly: the error ``fullgraph=True`` raises."""
+    model, args = prog.build()
+    try:
+        seeded(torch.compile(model, backend="eager", fullgraph=True), args)
+    except Exception as e:  # the reason is its message
+        lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+        return " ".join(lines[:2])
+    finally:
+        torch._dynamo.reset()
+    return "no graph and no reason given"
+
+
+def cell(run: dict) -> str:
+    return "error" if "error" in run else f"{run['graphs']} / {run['breaks']}"
+
+
+def one_graph(run: dict) -> bool:
+    return "error" not in run and run["graphs"] == 1 and run["breaks"] == 0
+
+
+def worse(ours: dict, theirs: dict) -> bool:
+    """dynacap has more graphs or breaks than torch.compile on this row (or failed where it did not)."""
+    if "error" in ours:
+        return "error" not in theirs
+    if "error" in theirs:
+        return False
+    return ours["graphs"] > theirs["graphs"] or ours["breaks"] > theirs["breaks"]
+
+
+def main(names: list[str]) -> int:
+    warnings.simplefilter("ignore")
+    rows = []
+    for name in names or list(PROGRAMS):
+        prog = PROGRAMS[name]
+        with prog.settings():
+            eager_model, args = prog.build()
+            expected = seeded(eager_model, args)
+            ours, theirs = run_dynacap(prog, expected), run_torch(prog, expected)
+        rows.append((name, prog.group, ours, theirs))
+        dynacap.reset()
+
+    print("| program | group | dynacap graphs / breaks | torch.compile graphs / breaks | same result (dynacap / torch.compile) |")
+    print("|---|---|---|---|---|")
+    for name, group, ours, theirs in rows:
+        sames = " / ".join("error" if "error" in r else ("yes" if r["same"] else "NO") for r in (ours, theirs))
+        print(f"| {name} | {group} | {cell(ours)} | {cell(theirs)} | {sames} |")
+
+    bad = [(n, o, t) for n, _, o, t in rows if worse(o, t)]
+    wrong = [n for n, _, o, t in rows if any("error" not in r and not r["same"] for r in (o, t))]
+    print()
+    print(f"programs: {len(rows)}")
+    print(f"captured in one graph: dynacap {sum(one_graph(o) for _, _, o, _ in rows)}, "
+          f"torch.compile {sum(one_graph(t) for _, _, _, t in rows)}")
+    print(f"graph breaks in total: dynacap {sum(o.get('breaks', 0) for _, _, o, _ in rows)}, "
+          f"torch.compile {sum(t.get('breaks', 0) for _, _, _, t in rows)}")
+    print(f"rows where dynacap > torch.compile: {len(bad)}")
+    print(f"results different from eager: {', '.join(wrong) or 'none'}")
+    if bad:
+        print()
+        print("## Rows where dynacap has more graphs or breaks than torch.compile")
+        for name, ours, theirs in bad:
+            print(f"- {name}: dynacap {cell(ours)}, torch.compile {cell(theirs)}")
+            for reason in ours.get("reasons", [ours.get("error")]):
+                print(f"  - dynacap: {reason}")
+            for reason in theirs.get("reasons", []):
+                print(f"  - torch.compile: {reason}")
+    return 1 if wrong else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
