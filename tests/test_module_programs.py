@@ -14,8 +14,10 @@ runs the same programs under torch.compile and prints the graph counts side by s
 import collections
 import contextlib
 import dataclasses
+import functools
 import itertools
 import math
+import operator
 import typing
 import warnings
 from typing import Dict, List, Optional, Tuple
@@ -53,14 +55,19 @@ class Program:
 
     def settings(self):
         """dynacap's (and torch.compile's, for the benchmark) settings this program's group needs."""
-        if self.group != "scalar":
+        setting = GROUP_SETTINGS.get(self.group)
+        if setting is None:
             return contextlib.nullcontext()
-        stack = contextlib.ExitStack()
-        stack.enter_context(dynacap.config.patch(capture_scalar_outputs=True))
         import torch._dynamo
 
-        stack.enter_context(torch._dynamo.config.patch(capture_scalar_outputs=True))
+        stack = contextlib.ExitStack()
+        stack.enter_context(dynacap.config.patch(**{setting: True}))
+        stack.enter_context(torch._dynamo.config.patch(**{setting: True}))
         return stack
+
+
+#: The setting (same name in dynacap.config and torch._dynamo.config) each group runs with.
+GROUP_SETTINGS = {"scalar": "capture_scalar_outputs", "dynamic": "capture_dynamic_output_shape_ops"}
 
 
 PROGRAMS: Dict[str, Program] = {}
@@ -1297,6 +1304,187 @@ class item_loss_value(nn.Module):
         return loss, loss.item() * 0 + loss
 
 
+# -- more of what crawled code does ----------------------------------------------------------------------------
+
+def sinusoid(n):
+    return sinusoid.table[:n]
+
+
+sinusoid.table = torch.sin(torch.arange(16.0) / 4)  # a function attribute used as a cache
+
+
+@program(X48)
+class function_attribute_cache(nn.Module):
+    def forward(self, x):
+        return x + sinusoid(x.size(1))
+
+
+@program(X48)
+class catch_warnings_block(nn.Module):
+    def forward(self, x):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            y = x * 2
+        return y
+
+
+@program(X48)
+class typing_get_origin(nn.Module):
+    def forward(self, x):
+        if typing.get_origin(List[int]) is list:
+            x = x + 1
+        return x
+
+
+@program(X48)
+class jit_annotate_optional(nn.Module):
+    def forward(self, x):
+        cache = torch.jit.annotate(Optional[Tensor], None)
+        if cache is None:
+            cache = x.mean(0)
+        return x - cache
+
+
+@program(X48)
+class tensor_legacy_from_list(nn.Module):
+    def forward(self, x):
+        w = torch.Tensor([0.5, 2.0]).repeat(4)
+        return x * w, x.type(torch.LongTensor)
+
+
+@program(X48)
+class variable_of_floattensor_zero(nn.Module):
+    def forward(self, x):
+        h = Variable(torch.FloatTensor(x.size(0), 3).zero_())
+        return torch.cat([x, h], 1)
+
+
+@program(X48G)
+class requires_grad_false_copy(nn.Module):
+    def forward(self, x):
+        frozen = x.detach().clone().requires_grad_(False)
+        return x * frozen, frozen.requires_grad
+
+
+@program(X48)
+class model_ema_no_grad(nn.Module):
+    """timm-style ModelEma: ``ema.data.copy_(ema * decay + (1 - decay) * p)`` over named_parameters."""
+
+    def __init__(self):
+        super().__init__()
+        self.model = nn.Linear(8, 4)
+        self.ema = nn.Linear(8, 4)
+        self.decay = 0.9
+
+    def forward(self, x):
+        with torch.no_grad():
+            for (_, p), (_, ep) in zip(self.model.named_parameters(), self.ema.named_parameters()):
+                ep.data.copy_(ep.data * self.decay + (1 - self.decay) * p.data)
+        return self.ema(x)
+
+
+@program(X48)
+class spectral_norm_train(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.utils.spectral_norm(nn.Linear(8, 4))
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+@program(X48)
+class weight_norm_parametrization(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.utils.parametrizations.weight_norm(nn.Linear(8, 4))
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+@torch.compiler.disable
+def log_stats(t):
+    return t.detach().abs().mean()
+
+
+@program(X48)
+class compiler_disabled_helper(nn.Module):
+    def forward(self, x):
+        y = x * 2
+        stat = log_stats(y)
+        return y + 1, stat
+
+
+@program(X48)
+class numpy_from_sizes(nn.Module):
+    def forward(self, x):
+        pad = torch.from_numpy(np.zeros((x.shape[0], 2), dtype=np.float32))
+        return torch.cat([x, pad], dim=1)
+
+
+@program(X48)
+class islice_layers(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(8, 8) for _ in range(4)])
+
+    def forward(self, x):
+        for layer in itertools.islice(self.layers, 2):
+            x = torch.relu(layer(x))
+        return x
+
+
+@program(lambda: (rand(2, 3, 4, 4),))
+class functools_partial_reduce(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.act = functools.partial(F.leaky_relu, negative_slope=0.1)
+
+    def forward(self, x):
+        flat = functools.reduce(operator.mul, x.shape[1:], 1)
+        return self.act(x).reshape(x.size(0), flat)
+
+
+@program(X48)
+class batch_counter_buffer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("num_batches", torch.tensor(0, dtype=torch.long))
+
+    def forward(self, x):
+        self.num_batches += 1
+        return x * self.num_batches
+
+
+@program(X48, group="scalar")
+class tolist_of_sums(nn.Module):
+    def forward(self, x):
+        return x * 2, x.sum(1).tolist()
+
+
+@program(X48, group="dynamic")
+class boolean_mask_select(nn.Module):
+    def forward(self, x):
+        return x[x > 0].sum(), torch.nonzero(x > 1).shape[1]
+
+
+@program(lambda: (rand(4, 8), torch.tensor([1, 0, 1, 1], dtype=torch.bool)))
+class masked_rows_mean(nn.Module):
+    """Masked mean without data-dependent shapes (``mask.float()`` weights), as most crawled losses do."""
+
+    def forward(self, x, mask):
+        w = mask.float().unsqueeze(1)
+        return (x * w).sum(0) / w.sum().clamp(min=1)
+
+
+@program(X48, group="dynamic")
+class nonzero_index_gather(nn.Module):
+    def forward(self, x):
+        idx = (x[:, 0] > 0).nonzero(as_tuple=True)[0]
+        return x.index_select(0, idx) * 2
+
+
 # -- which programs dynacap does not capture in one graph today ----------------------------------------------
 
 KNOWN_BREAKS: Dict[str, str] = {
@@ -1352,6 +1540,27 @@ KNOWN_BREAKS: Dict[str, str] = {
         'creating a combinations object in captured code: it derives from the built-in class combinations',
     "dataclass_made_in_forward":
         'call to asdict, which dynacap does not capture (skipped file)',
+    "function_attribute_cache":
+        'attribute `.table` of function sinusoid',
+    "catch_warnings_block":
+        'call to catch_warnings.__init__, which dynacap does not capture (skipped file)',
+    "typing_get_origin":
+        'call to _SpecialGenericAlias.__getitem__, which dynacap does not capture (skipped file)',
+    "jit_annotate_optional":
+        'call to _SpecialForm.__getitem__, which dynacap does not capture (skipped file)',
+    "requires_grad_false_copy":
+        '`tensor.requires_grad_(False)` changes autograd state; it runs eagerly',
+    "spectral_norm_train":
+        "module Linear self._modules['fc'] has forward/backward hooks; it is called eagerly",
+    "compiler_disabled_helper":
+        '`test_module_programs.log_stats` disabled by the user (torch.compiler.disable)',
+    "islice_layers":
+        'creating a islice object in captured code: it derives from the built-in class islice',
+    "functools_partial_reduce":
+        'call to `_functools.reduce`, a function dynacap cannot look inside; it runs eagerly (wrap it '
+        'with dynacap.disable, or use a torch operation instead)',
+    "batch_counter_buffer":
+        'module batch_counter_buffer self is a different object on each call (only its type is guarded)',
 }
 
 
