@@ -510,7 +510,6 @@ class NumpyPostprocess(torch.nn.Module):
         return probs, top, np.bincount(top, minlength=3)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 class AccuracyMetric(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -554,6 +553,7 @@ def test_module_programs_with_x_numpy(case, backend):
 
 
 @pytest.mark.filterwarnings("ignore:Dynamo does not know")
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("model", [ScaledAttention, FlattenByProd, NumpyPositionalTable],
                          ids=lambda m: m.__name__)
 def test_module_programs_with_numpy(model, backend):
