@@ -408,7 +408,35 @@ def _dataclass_asdict(x):
 
 def test_dataclass_replace_and_asdict_match_eager():
     run_differential(_dataclass_replace, torch.randn(3))
-    run_differential(_dataclass_asdict, torch.randn(3))
+    run_differential(_dataclass_asdict, torch.randn(3))  # a break: asdict deep-copies the fields
+
+
+def test_dataclass_replace_is_one_graph():
+    """`dataclasses.replace` is traced (trace_rules) and calls the class: a new object in the trace."""
+    assert_fully_captured(_dataclass_replace, torch.randn(3))
+
+
+class Base:
+    def __init__(self):
+        super().__init__()
+        self.z = 1.0
+
+
+class Derived(Base):
+    def __init__(self, w):
+        super().__init__()
+        self.w = w
+
+
+def _super_init_to_object(x):
+    d = Derived(x)
+    return d.w * d.z + Base().z
+
+
+def test_super_init_reaching_object_init():
+    run_differential(_super_init_to_object, torch.randn(3))
+    dynacap.reset()
+    assert_fully_captured(_super_init_to_object, torch.randn(3))
 
 
 def _class_attribute(x):
