@@ -4,10 +4,10 @@ The programs are those of ``tests/test_module_programs.py`` (``PROGRAMS``).  For
 fresh module (same seed) is run eagerly, under ``dynacap.explain`` and under torch.compile
 (``torch._dynamo.explain`` for its breaks, ``torch.compile`` with a counting ``eager``
 backend for its graphs and result; ``torch._dynamo.reset()`` before each).  Both results are
-compared with eager's.  The ``scalar`` group runs with ``capture_scalar_outputs`` on in both
-engines.  Prints a markdown table, the totals, and each row where dynacap has more graphs or
-breaks than torch.compile with both engines' break reasons; exits non-zero when a result
-differs from eager.
+compared with eager's.  The ``scalar`` and ``dynamic`` groups run with ``capture_scalar_outputs``
+and ``capture_dynamic_output_shape_ops`` on in both engines.  Prints a markdown table, the
+totals, and each row where dynacap has more graphs or breaks than torch.compile with both
+engines' break reasons; exits non-zero when a result differs from eager.
 
 Usage::
 
@@ -116,18 +116,19 @@ def worse(ours: dict, theirs: dict) -> bool:
 
 
 def main(names: list[str]) -> int:
-    warnings.simplefilter("ignore")
     rows = []
     for name in names or list(PROGRAMS):
         prog = PROGRAMS[name]
-        with prog.settings():
+        with prog.settings(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the programs' own warnings and torch.compile's
             eager_model, args = prog.build()
             expected = seeded(eager_model, args)
             ours, theirs = run_dynacap(prog, expected), run_torch(prog, expected)
         rows.append((name, prog.group, ours, theirs))
         dynacap.reset()
 
-    print("| program | group | dynacap graphs / breaks | torch.compile graphs / breaks | same result (dynacap / torch.compile) |")
+    print("| program | group | dynacap graphs / breaks | torch.compile graphs / breaks "
+          "| same result (dynacap / torch.compile) |")
     print("|---|---|---|---|---|")
     for name, group, ours, theirs in rows:
         sames = " / ".join("error" if "error" in r else ("yes" if r["same"] else "NO") for r in (ours, theirs))

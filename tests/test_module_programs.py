@@ -1605,3 +1605,18 @@ def test_module_program(name):
 def test_enough_programs():
     assert len(PROGRAMS) >= 80
     assert set(KNOWN_BREAKS) <= set(PROGRAMS)
+
+
+def test_benchmark_table(capsys):
+    """``benchmarks/module_programs.py`` on two programs: one row each, totals, no result different from eager."""
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "module_programs.py"
+    spec = importlib.util.spec_from_file_location("module_programs_benchmark", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.main(["data_ema_buffer", "normal_log_prob"]) == 0
+    out = capsys.readouterr().out
+    assert "| data_ema_buffer | default | 1 / 0 | 1 / 0 | yes / yes |" in out
+    assert "programs: 2" in out and "results different from eager: none" in out
