@@ -548,6 +548,14 @@ dc_run_check(GuardProgram *p, Check *c, PyObject *v, PyObject **regs, PyObject *
     }
     case CK_INT_EXPR:
         return check_int_expr(p, c, regs, L, G);
+    case CK_IN_SOURCE: {
+        PyObject *key = dc_read_source(p, regs, (Py_ssize_t)c->ints[0], L, G);
+        if (key == NULL) {
+            return PyErr_Occurred() ? -1 : 0;
+        }
+        int found = PySequence_Contains(v, key);
+        return found < 0 ? -1 : found == c->ints[1];
+    }
     case CK_IN_ANY:
         /* `or` stops at the first container holding the key, as Python does. */
         for (Py_ssize_t k = 1; k < c->nints; k++) {
@@ -600,19 +608,24 @@ dc_check_args_valid(GuardProgram *p, Check *c)
         ok = c->nints == 1;
         break;
     case CK_TENSOR:
-        ok = shim.ready && PyType_Check(c->a) &&
-             PyType_IsSubtype((PyTypeObject *)c->a, shim.tensor_base) && (c->b == Py_True || c->b == Py_False) && c->nints >= 4 &&
-             c->ints[3] >= 0 && c->nints == 4 + 2 * c->ints[3];
+        ok = shim.ready && PyType_Check(c->a) && PyType_IsSubtype((PyTypeObject *)c->a, shim.tensor_base) &&
+             (c->b == Py_True || c->b == Py_False) && c->nints >= 4 && c->ints[3] >= 0 &&
+             c->nints == 4 + 2 * c->ints[3];
         break;
     case CK_DISTINCT:
     case CK_IN_ANY:
     case CK_IS_SOURCE:
-        for (Py_ssize_t k = c->op == CK_IN_ANY; k < c->nints; k++) {
+    case CK_IN_SOURCE: {
+        /* Step indices, and for some a flag: IN_ANY's first int, IS/IN_SOURCE's second. */
+        int pair = c->op == CK_IS_SOURCE || c->op == CK_IN_SOURCE;
+        Py_ssize_t first = c->op == CK_IN_ANY, end = pair ? 1 : c->nints;
+        for (Py_ssize_t k = first; k < end; k++) {
             ok = ok && c->ints[k] >= 0 && c->ints[k] < p->nsteps;
         }
-        ok = ok && (c->op != CK_IS_SOURCE || (c->nints == 2 && (c->ints[1] == 0 || c->ints[1] == 1)));
+        ok = ok && (!pair || (c->nints == 2 && (c->ints[1] == 0 || c->ints[1] == 1)));
         ok = ok && (c->op != CK_IN_ANY || (c->nints >= 2 && (c->ints[0] == 0 || c->ints[0] == 1)));
         break;
+    }
     case CK_HAS_ATTR:
         ok = PyUnicode_Check(c->a) && c->nints == 1;
         break;

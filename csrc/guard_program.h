@@ -21,6 +21,7 @@ enum {
     SRC_DICT_STORAGE, /* dict.__getitem__(base, arg) */
     SRC_GLOBALS,      /* G itself */
     SRC_TYPE,         /* type(base) */
+    SRC_KEYED_ITEM,   /* base[value of step arg] (arg: an int, an earlier step) */
     SRC_COUNT
 };
 
@@ -47,6 +48,7 @@ enum {
     CK_IN_ANY,       /* (a in source ints[1] or a in source ints[2] ...) is ints[0] (no source) */
     CK_INT_EXPR,     /* an integer expression over sizes, strides and ints is true (no source) */
     CK_SAME,         /* same_constant(v, b) (guard.py), C types only; with ints[0], of list(v) */
+    CK_IN_SOURCE,    /* (source ints[0] in v) is ints[1] */
     CK_COUNT
 };
 
@@ -82,6 +84,7 @@ typedef struct {
     int op;
     int base; /* index of an earlier step, or -1 */
     PyObject *arg;
+    Py_ssize_t key; /* SRC_KEYED_ITEM: the step of the key */
     /* Last lookup of arg in a plain dict: while that dict (same object, same
      * version tag) is unchanged, the value is the same object, which the
      * dict keeps alive. Compared, never dereferenced, until the tag matches. */

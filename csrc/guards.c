@@ -24,12 +24,16 @@
 /* ------------------------------------------------------------------------ */
 /* Reading sources.                                                          */
 
-/* d[key]; NULL without an exception for a missing key of a dict. */
+/* d[key]; NULL without an exception for a missing key of a dict. The
+ * lookup is cached in s for a key that is always the same (s->arg). */
 static PyObject *
 item_of(Step *s, PyObject *d, PyObject *key)
 {
     if (PyDict_CheckExact(d)) {
         PyDictObject *mp = (PyDictObject *)d;
+        if (s == NULL) {
+            return Py_XNewRef(PyDict_GetItemWithError(d, key));
+        }
         if (s->dict == d && s->version == mp->ma_version_tag) {
             return Py_NewRef(s->value);
         }
@@ -114,6 +118,11 @@ dc_read_source(GuardProgram *p, PyObject **regs, Py_ssize_t i, PyObject *L, PyOb
     case SRC_TYPE:
         v = Py_NewRef((PyObject *)Py_TYPE(base));
         break;
+    case SRC_KEYED_ITEM: {
+        PyObject *key = dc_read_source(p, regs, s->key, L, G);
+        v = key == NULL ? NULL : item_of(NULL, base, key);
+        break;
+    }
     }
     regs[i] = v;
     return v;
@@ -262,7 +271,14 @@ parse_steps(GuardProgram *p, PyObject *steps)
             return bad_program("bad step", i);
         }
         int needs_base = s->op == SRC_ATTR || s->op == SRC_GENERIC_ATTR || s->op == SRC_ITEM ||
-                         s->op == SRC_DICT_STORAGE || s->op == SRC_TYPE;
+                         s->op == SRC_DICT_STORAGE || s->op == SRC_TYPE || s->op == SRC_KEYED_ITEM;
+        if (s->op == SRC_KEYED_ITEM) {
+            s->key = PyLong_Check(s->arg) ? PyLong_AsSsize_t(s->arg) : -1;
+            if (s->key < 0 || s->key >= i) {
+                PyErr_Clear();
+                return bad_program("bad key step", i);
+            }
+        }
         if (needs_base != (s->base >= 0) ||
             ((s->op == SRC_ATTR || s->op == SRC_GENERIC_ATTR) && !PyUnicode_Check(s->arg))) {
             return bad_program("bad step", i);

@@ -542,3 +542,29 @@ def test_symbolic_shape_expression_the_program_cannot_read_runs_in_python():
     assert compile_guards(gs, python=False).program == [
         "type(L['n']) is int", "python: L['n'] ** 2 >= 4", "python: L['m'] >= 4"]
     assert agree(gs, [({"n": n, "m": m}, {}) for n in (1, 2, -3) for m in (3, 4.0, "x")], in_c=False)
+
+
+@pytest.mark.parametrize("present", [True, False])
+def test_items_keyed_by_an_object_from_the_frame(present):
+    from dynacap.source import KeyedItemSource
+
+    k1, k2 = torch.ones(1), torch.ones(1)
+    key = ItemSource(LocalSource("keys"), 0)
+    gs = GuardSet()
+    gs.relation(f"({key.expr()} in {L_A.expr()}) is {present}", [L_A, key])
+    if present:
+        gs.equals_match(KeyedItemSource(L_A, key), 3)
+    frames = [({"a": {k1: 3}, "keys": [k1]}, {}), ({"a": {k1: 4}, "keys": [k1]}, {}), ({"a": {k2: 3}, "keys": [k1]}, {}),
+              ({"a": {}, "keys": [k1]}, {}), ({"a": {k1: 3}, "keys": []}, {}), ({"a": [k1], "keys": [k1]}, {}),
+              ({"a": {k1: 3}}, {})]
+    answers = agree(gs, frames)
+    assert answers[0] is present and answers[3] is not present
+
+
+def test_attribute_identity_template():
+    gs = GuardSet()
+    gs.add("ID_MATCH", ClassSource(Box), "{s}.__init__ is {attr}", attr=Box.__init__)
+    assert agree(gs, [({}, {})]) == [True]
+    gs = GuardSet()
+    gs.add("ID_MATCH", L_A, "{s}.run is {attr}", attr=len)
+    assert agree(gs, locals_frames([Box(run=len), Box(run=abs), Box()])) == [True, False, False, False]

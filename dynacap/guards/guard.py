@@ -185,8 +185,10 @@ class GuardSet:
             op = None
             if kind == "EQUALS_MATCH" and len(sources) == 2:
                 a, b = sources
-                op = next((("IS_SOURCE", a, b, same) for same in (True, False)
-                           if expr == f"({a.expr()} is {b.expr()}) is {same}"), None)
+                op = next((op for same in (True, False) for text, op in (
+                    (f"({a.expr()} is {b.expr()}) is {same}", ("IS_SOURCE", a, b, same)),
+                    (f"({b.expr()} in {a.expr()}) is {same}", ("IN_SOURCE", a, b, same)),
+                    (f"({a.expr()} in {b.expr()}) is {same}", ("IN_SOURCE", b, a, same))) if expr == text), None)
             self._guards[expr] = Guard(kind, None, expr, constants, description or expr, op=op)
 
     def distinct_tensors(self, sources: list[Source]) -> None:

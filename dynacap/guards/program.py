@@ -31,6 +31,7 @@ from ..source import (
     GenericAttrSource,
     GlobalSource,
     ItemSource,
+    KeyedItemSource,
     LocalSource,
     ModuleGlobalSource,
     Source,
@@ -39,11 +40,11 @@ from .guard import Guard, TensorSpec, _short, same_constant
 
 # Step kinds, as csrc/guards.c numbers them.
 (SRC_LOCAL, SRC_GLOBAL, SRC_CONST, SRC_ATTR, SRC_GENERIC_ATTR, SRC_ITEM, SRC_DICT_STORAGE, SRC_GLOBALS,
- SRC_TYPE) = range(9)
+ SRC_TYPE, SRC_KEYED_ITEM) = range(10)
 # Check kinds, as csrc/guards.c numbers them.
 (CK_TYPE, CK_ID, CK_ID_WEAK, CK_EQ, CK_FLOAT_BITS, CK_COMPLEX_BITS, CK_KEYS, CK_LEN_EQ, CK_LEN_GT, CK_FALSY,
  CK_NOT_IN, CK_IN, CK_CALL_IS, CK_CALL_TRUE, CK_TENSOR, CK_DISTINCT, CK_HAS_ATTR, CK_IS_SOURCE, CK_IN_ANY,
- CK_INT_EXPR, CK_SAME) = range(21)
+ CK_INT_EXPR, CK_SAME, CK_IN_SOURCE) = range(22)
 # Instructions of an integer expression (CK_INT_EXPR), as csrc/guards.c numbers them.
 (IE_CONST, IE_SIZE, IE_STRIDE, IE_INT, IE_ADD, IE_SUB, IE_MUL, IE_FLOORDIV, IE_MOD, IE_NEG,
  IE_EQ, IE_NE, IE_LT, IE_LE, IE_GT, IE_GE) = range(16)
@@ -69,6 +70,7 @@ _NAME_IN = re.compile(rf"({_NAME}|\"[^\"\\]*\") (not in|in) (G|\{{g\}})")
 #: values/objects.py: a name not in an instance dict; a class attribute; a missing attribute.
 _NOT_IN_DICT = re.compile(rf"({_NAME}) not in ({_DICT})")
 _CLASS_ATTR = re.compile(r"type\(\{s\}\)\.(\w+) is \{attr\}")
+_ATTR_IS = re.compile(r"\{s\}\.(\w+) is \{attr\}")
 _MISSING = re.compile(rf"(?:({_NAME}) not in ({_DICT}) and )?not hasattr\(type\(\{{s\}}\), ({_NAME})\)")
 #: interpreter/attributes.py: ``('x' in {s}._parameters or ... or 'x' in {s}.__dict__) is own``.
 _OWN = re.compile(rf"\(({_NAME}) in \{{s\}}\._parameters or \1 in \{{s\}}\._buffers or \1 in \{{s\}}\._modules "
@@ -187,6 +189,9 @@ class _Builder:
             return self._step(key, SRC_ITEM, attr, src.key)
         if t is ItemSource:
             return self._step(key, SRC_ITEM, base, src.index)
+        if t is KeyedItemSource:
+            index = self.source(src.key)
+            return None if index is None else self._step(key, SRC_KEYED_ITEM, base, index)
         if t is CellContentsSource:
             closure = self._step(f"{src.base.expr()}.__closure__", SRC_ATTR, base, "__closure__")
             cell = self._step(f"{src.base.expr()}.__closure__[{src.index}]", SRC_ITEM, closure, src.index)
@@ -335,6 +340,11 @@ class _Builder:
             if other is None:
                 return None
             return (CK_IS_SOURCE, src, None, None, (other, int(op[3]))), f"({where} is {op[2].expr()}) is {op[3]}"
+        if kind == "IN_SOURCE":
+            item = self.source(op[2])
+            if item is None:
+                return None
+            return (CK_IN_SOURCE, src, None, None, (item, int(op[3]))), f"({op[2].expr()} in {where}) is {op[3]}"
         if kind == "FALSY":
             return (CK_FALSY, src, None, None, ()), f"not {where}"
         if kind in ("IN", "NOT_IN"):
@@ -377,6 +387,8 @@ def _template_op(g: Guard) -> tuple | None:
                 [AttrSource(s, a) for a in ("_parameters", "_buffers", "_modules", "__dict__")])
     if s is not None and (m := _CLASS_ATTR.fullmatch(t)):
         return ("ID", AttrSource(_TypeOf(s), m[1]), obj["attr"])
+    if s is not None and (m := _ATTR_IS.fullmatch(t)):
+        return ("ID", AttrSource(s, m[1]), obj["attr"])
     if s is None and (m := _NAME_IN.fullmatch(t)):
         where = _Globals() if m[3] == "G" else _Constant(obj["g"])
         return ("NOT_IN" if m[2] == "not in" else "IN", where, ast.literal_eval(m[1]))
