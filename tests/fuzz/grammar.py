@@ -30,6 +30,9 @@ ARGS = ("x", "y", "xs", "d", "obj", "buf", "k")
 ENTRY = "fn"
 
 HEADER = """\
+import collections
+import itertools
+
 import torch
 
 G_COUNT = 0
@@ -37,6 +40,19 @@ G_LIST = []
 G_SCALE = 1.5
 G_LAST = None
 G_SET = {1, 2}
+
+
+class Box:
+    def __init__(self, v, s=1):
+        self.v = v
+        self.s = s
+
+    def get(self):
+        return self.v * self.s
+
+    def bump(self, n=1):
+        self.s = self.s + n
+        return self
 """
 
 #: name -> (weight, method); filled by ``@statement``.

@@ -517,4 +517,5 @@ def locals_read(w, scope, depth):
                          'print("{k}".format(**locals()), file=buf)' if "k" in scope.own else "pass"])]
 
 
+from . import productions_collections  # noqa: E402,F401  (collections, itertools, user objects)
 from . import productions_sets  # noqa: E402,F401  (sets, frozensets, match statements)

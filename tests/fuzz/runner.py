@@ -56,7 +56,8 @@ class Run:
 
 def snapshot(value, memo: dict, path: str):
     """A copy of ``value`` made of tensors, plain containers and constants (see the module doc)."""
-    if isinstance(value, (torch.Tensor, list, dict, Obj, io.StringIO, set)):
+    program_object = type(value).__module__ == "fuzz_program" and hasattr(value, "__dict__")
+    if isinstance(value, (torch.Tensor, list, dict, Obj, io.StringIO, set)) or program_object:
         if id(value) in memo:
             return ("<alias>", memo[id(value)])
         memo[id(value)] = path
@@ -68,8 +69,8 @@ def snapshot(value, memo: dict, path: str):
         return type(value)(snapshot(v, memo, f"{path}[{i}]") for i, v in enumerate(value))
     if isinstance(value, dict):
         return {k: snapshot(v, memo, f"{path}[{k!r}]") for k, v in value.items()}
-    if isinstance(value, Obj):
-        return {"<Obj>": snapshot(dict(vars(value)), memo, f"{path}.__dict__")}
+    if isinstance(value, Obj) or program_object:
+        return {f"<{type(value).__name__}>": snapshot(dict(vars(value)), memo, f"{path}.__dict__")}
     if isinstance(value, io.StringIO):
         return ("<StringIO>", value.getvalue())
     if isinstance(value, (set, frozenset)):
