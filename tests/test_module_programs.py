@@ -4,8 +4,10 @@ Every program is an ``nn.Module`` class plus an input factory (``@program``).  A
 two copies of the module (same seed), calls one eagerly and the other under
 ``dynacap.optimize(model, fullgraph=True)`` twice, and compares results, inputs and the
 module's state after each call (programs that write through ``.data`` change their
-parameters); the capture must be exactly one graph.  Programs grouped ``scalar`` read a
-tensor's value (``.item()``) and run with ``capture_scalar_outputs`` on.
+parameters); the capture must be exactly one graph.  Programs that mutate state or leave Python
+also run under ``aot_eager``.  Programs grouped ``scalar`` read a tensor's value (``.item()``)
+and run with ``capture_scalar_outputs`` on; ``dynamic`` ones make data-dependent sizes
+(``nonzero``, masks) and run with ``capture_dynamic_output_shape_ops`` on.
 
 Programs dynacap does not capture in one graph today are listed in ``KNOWN_BREAKS`` with the
 break reason it gives; they stay in the suite as strict xfails.  ``benchmarks/module_programs.py``
@@ -1574,11 +1576,14 @@ def _run(model, args, seed):
     return result, [(w.category, str(w.message)) for w in caught]
 
 
-def run_captured(prog: Program, *, fullgraph=True):
-    """Eager and dynacap runs of ``prog`` (two calls each, fresh module per engine); returns the graph count."""
+def run_captured(prog: Program, *, fullgraph=True, backend=None):
+    """Eager and dynacap runs of ``prog`` (two calls each, fresh module per engine); returns the graph count.
+
+    ``backend``: compiles each graph (a dynacap backend name; default: run the FX graph as is).
+    """
     eager_model, args = prog.build()
     model, _ = prog.build()
-    backend = CountingBackend()
+    backend = CountingBackend(backend)
     compiled = dynacap.optimize(model, backend=backend, fullgraph=fullgraph)
     for call in range(2):
         e_args, c_args = clone_inputs(args), clone_inputs(args)
@@ -1603,6 +1608,19 @@ def test_module_program(name):
     prog = PROGRAMS[name]
     with prog.settings():
         assert run_captured(prog) == 1
+
+
+#: Programs whose graphs mutate state or leave Python (``.data`` writes, buffers, checkpoint, NumPy,
+#: data-dependent scalars and sizes), also run under ``aot_eager``, where functionalization applies.
+AOT_PREFIXES = ("data_", "model_ema", "batch_counter", "floatfunctional", "checkpoint", "numpy", "np_",
+                "item", "float_of", "tolist", "nonzero", "boolean", "no_grad", "set_grad")
+
+
+@pytest.mark.parametrize("name", [_param(n) for n in PROGRAMS if n.startswith(AOT_PREFIXES)])
+def test_module_program_aot_eager(name):
+    prog = PROGRAMS[name]
+    with prog.settings():
+        assert run_captured(prog, backend="aot_eager") == 1
 
 
 def test_enough_programs():
