@@ -48,6 +48,8 @@ import functools
 import os
 import sysconfig
 
+import torch
+
 from .models import checkpointing, foreach, iteration
 
 
@@ -211,6 +213,12 @@ LIBRARY_FUNCTIONS = (
 
 _RULES = {r.name: r for r in _TABLE + LIBRARY_FUNCTIONS}
 
+#: C functions whose module and name are not their public ones (pybind11 names them), by identity.
+_BY_OBJECT = {
+    torch._C._get_tracing_state: TraceRule("torch._C._get_tracing_state", Rule.COMPILER,
+                                           "never inside torch.jit.trace while dynacap captures", None),
+}
+
 #: Functions whose ``try`` handlers only restore the grad mode (and call no-ops): a graph that
 #: raises restores the modes itself (``modes.restoring_modes_on_error``), so in-place work inside
 #: their ``try`` blocks may stay in one graph.
@@ -224,7 +232,7 @@ def handlers_only_restore_modes(code) -> bool:
     """Whether ``code``'s ``try`` handlers only restore modes (``MODE_ONLY_HANDLERS``)."""
     return name_of_code(code) in MODE_ONLY_HANDLERS
 
-_TORCH_DIR = os.path.dirname(os.path.abspath(__import__("torch").__file__)) + os.sep
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _MODELS_DIR = os.path.dirname(os.path.abspath(checkpointing.__file__)) + os.sep
 _STDLIB_DIR = os.path.abspath(sysconfig.get_paths()["stdlib"]) + os.sep
 
@@ -288,6 +296,12 @@ def rule_for_object(obj, default_module: str | None = "torch") -> TraceRule | No
     code = getattr(obj, "__code__", None)
     if code is not None:
         return rule_for_code(code)
+    try:
+        by_object = _BY_OBJECT.get(obj)
+    except TypeError:  # unhashable
+        by_object = None
+    if by_object is not None:
+        return by_object
     owner = getattr(obj, "__self__", None)
     module = getattr(obj, "__module__", None) or (owner.__module__ if isinstance(owner, type) else default_module)
     if module is None:

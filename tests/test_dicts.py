@@ -187,3 +187,11 @@ def test_foreach_addcdiv_with_a_tensor_of_scalars(backend):
     for e, c in zip(expected, actual):
         torch.testing.assert_close(c, e)
     assert_fully_captured(fn, *inputs()[0])
+
+
+def test_sequence_times_a_float_raises_as_eager():
+    def fn(x):
+        made = [x]
+        return made * 1.5
+
+    run_differential(fn, torch.randn(2))

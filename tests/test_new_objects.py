@@ -375,8 +375,6 @@ def test_frozen_dataclass_matches_eager():
     run_differential(_frozen_dataclass_assigned, torch.randn(3))  # FrozenInstanceError, as eager
 
 
-@pytest.mark.xfail(strict=True, reason="`object.__setattr__` must reach objects.GenericSetattrValue "
-                                       "(builtins.BuiltinValue.getattr; requested in coord/requests-objects.md)")
 def test_frozen_dataclass_is_one_graph():
     out = dynacap.explain(_frozen_dataclass)(torch.randn(3))
     assert out.graph_count == 1 and out.graph_break_count == 0, out.break_reasons

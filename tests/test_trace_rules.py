@@ -283,3 +283,28 @@ def test_allow_in_graph_is_one_opaque_node(backend):
     assert _opaque in [n.target for n in gm.graph.nodes]
     out.sum().backward()  # gradients flow through the opaque node
     assert x.grad is not None
+
+
+def test_distributions_are_traced():
+    def normal(x):
+        d = torch.distributions.Normal(x, torch.ones_like(x) * 2, validate_args=False)
+        return d.log_prob(x * 2) + d.entropy() + d.mean * d.stddev
+
+    def categorical(logits):
+        c = torch.distributions.Categorical(logits=logits, validate_args=False)
+        return c.log_prob(torch.tensor([0, 1, 2, 3])) + c.entropy() + c.probs.sum(-1)
+
+    for fn, x in ((normal, torch.randn(4, 5)), (categorical, torch.randn(4, 5))):
+        run_differential(fn, x)
+        assert_fully_captured(fn, x)
+
+
+def test_rsample_draws_as_eager():
+    def fn(x):
+        return torch.distributions.Normal(x, torch.ones_like(x), validate_args=False).rsample() * 2
+
+    x = torch.randn(3)
+    torch.manual_seed(1)
+    expected = fn(x)
+    torch.manual_seed(1)
+    torch.testing.assert_close(dynacap.optimize(fn)(x), expected)

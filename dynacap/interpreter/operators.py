@@ -70,8 +70,12 @@ def binary_op(tx, symbol: str, a: Value, b: Value) -> Value:
         cls = ListValue if isinstance(a, ListValue) else SizeValue if sized else TupleValue
         return cls(a.items + b.items)
     if isinstance(a, SequenceValue) and base == "*" and b.is_constant():
+        count = b.as_constant()
+        if not isinstance(count, int):  # bools are ints, as in Python
+            raise GraphBreak(f"can't multiply sequence by non-int of type {type(count).__name__!r} "
+                             "(TypeError at run time)")
         cls = ListValue if isinstance(a, ListValue) else TupleValue
-        return cls(a.items * b.as_constant())
+        return cls(a.items * count)
     raise GraphBreak(f"`{symbol}` between {a.describe()} and {b.describe()} is not supported")
 
 

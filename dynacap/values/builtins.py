@@ -21,8 +21,7 @@ from .constant import ConstantValue
 from .containers import DictValue, IteratorValue, ListValue, SequenceValue, TupleValue
 from .iterators import EnumerateValue, FilterValue, MapValue, PullIterator, ZipValue, is_lazy, iterator_of
 
-_EFFECTFUL = {"print", "input", "open", "exec", "eval", "compile", "breakpoint", "exit", "quit", "setattr",
-              "delattr", "globals", "locals", "vars", "id", "hash", "iter", "next", "super", "__import__", "help"}
+_EFFECTFUL = {"print", "input", "open", "exec", "eval", "compile", "breakpoint", "exit", "quit", "delattr", "globals", "locals", "vars", "id", "hash", "iter", "next", "super", "__import__", "help"}
 
 #: ``inspect`` predicates that depend only on an object's type: answered from ``python_type()``.
 TYPE_PREDICATES = {
@@ -118,6 +117,10 @@ class BuiltinValue(Value):
             from .objects import GenericGetattrValue
 
             return GenericGetattrValue()
+        if self.fn is object and name == "__setattr__":
+            from .objects import GenericSetattrValue
+
+            return GenericSetattrValue()
         return super().getattr(tx, name)
 
     def getitem(self, tx, index):
@@ -396,6 +399,14 @@ def _anyall(stop_at: bool):
     return handler
 
 
+def _setattr(tx, args, kwargs):
+    """``setattr(obj, "name", v)``: the same store as ``obj.name = v``."""
+    if len(args) != 3 or kwargs or not (args[1].is_constant() and isinstance(args[1].as_constant(), str)):
+        return None
+    args[0].setattr(tx, args[1].as_constant(), args[2])
+    return ConstantValue(None)
+
+
 def _getattr(tx, args, kwargs):
     from .objects import AttributeMissing
 
@@ -498,6 +509,7 @@ _HANDLERS = {
     "any": _anyall(True),
     "all": _anyall(False),
     "getattr": _getattr,
+    "setattr": _setattr,
     "hasattr": _hasattr,
     "bool": _bool,
     "callable": _callable,

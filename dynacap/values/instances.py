@@ -20,6 +20,7 @@ from __future__ import annotations
 import abc
 import types
 
+from .. import trace_rules
 from ..errors import GraphBreak
 from ..source import AttrSource, ClassSource
 from .base import Value
@@ -42,7 +43,7 @@ def why_not_plain(cls: type) -> str | None:
     for klass in type.__dict__["__mro__"].__get__(cls)[:-1]:
         if not klass.__flags__ & _HEAP_TYPE:
             return f"it derives from the built-in class {klass.__qualname__}"
-        if str(klass.__module__).split(".")[0] == "torch":
+        if str(klass.__module__).split(".")[0] == "torch" and not _traced_torch_class(klass):
             return f"it derives from {klass.__module__}.{klass.__qualname__}"
         if type.__dict__["__dict__"].__get__(klass).get("__slots__"):
             return f"{klass.__qualname__} has __slots__"
@@ -61,6 +62,19 @@ def why_not_plain(cls: type) -> str | None:
     if init is not _OBJECT_INIT and type(init) is not types.FunctionType:
         return f"its __init__ is a {type(init).__name__}"
     return None
+
+
+def _traced_torch_class(cls: type) -> bool:
+    """A class of torch's Python that its trace rule says is traced (``torch.distributions``).
+
+    Modules are not: they are made by ``values.module`` (their parameters are state of their own).
+    """
+    import torch
+
+    if issubclass(cls, torch.nn.Module):
+        return False
+    rule = trace_rules.lookup(f"{cls.__module__}.{cls.__qualname__}")
+    return rule is not None and rule.rule is trace_rules.Rule.INLINE
 
 
 def _frozen_dataclass_hook(cls: type, name: str) -> bool:

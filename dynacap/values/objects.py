@@ -343,7 +343,12 @@ def generic_getattr(tx, value: ObjectValue, name: str) -> Value:
         return modelled_method(cls_attr, value) or BoundMethodValue(UserFunctionValue(cls_attr), value)
     if isinstance(cls_attr, (staticmethod, classmethod)):
         return wrap(tx, cls_attr.__get__(obj, cls), attribute_source(value, obj, name))
-    if class_lookup(type(cls_attr), "__get__") is not _MISSING:
+    getter = class_lookup(type(cls_attr), "__get__")
+    if type(getter) is types.FunctionType:
+        # A descriptor written in Python (``lazy_property``): its ``__get__`` traced, as eager calls it.
+        guard_class_attribute(tx, value, obj, name, cls_attr)
+        return UserFunctionValue(getter).call(tx, [wrap(tx, cls_attr, None), value, wrap(tx, cls, None)], {})
+    if getter is not _MISSING:
         raise GraphBreak(f"attribute `{name}` of {value.describe()} is a {type(cls_attr).__name__} descriptor")
     return wrap(tx, cls_attr, attribute_source(value, obj, name))
 
@@ -547,7 +552,7 @@ def guard_class_attribute(tx, value: Value, obj, name: str, attr) -> None:
     description = f"type({readable(source)}).{name} is {label}"
     metaclass_attr = class_lookup(type(type(obj)), name)
     if metaclass_attr is not _MISSING and _is_data_descriptor(metaclass_attr) \
-            or isinstance(attr, (staticmethod, classmethod)):
+            or not isinstance(attr, (types.FunctionType, property)):
         # ``type(obj).__class__`` is the metaclass's, and ``type(obj).<static>`` is what the descriptor
         # gives (a function, a new bound method): read the class dictionaries instead.
         tx.guards.add("ID_MATCH", source, f"{{lookup}}(type({{s}}), {name!r}) is {{attr}}", description,

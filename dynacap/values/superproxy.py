@@ -14,7 +14,7 @@ import inspect
 from ..errors import GraphBreak
 from .base import Value
 from .constant import ConstantValue
-from .objects import GenericGetattrValue, ObjectValue, builtin_dict_get, modelled_method
+from .objects import GenericGetattrValue, GenericSetattrValue, ObjectValue, builtin_dict_get, modelled_method
 
 
 class SuperValue(Value):
@@ -51,6 +51,9 @@ class SuperValue(Value):
                 if isinstance(self.self_value, ObjectValue):
                     # ``super().__getattribute__(k)`` in a class's own hook: the generic lookup.
                     return GenericGetattrValue(self.self_value)
+            if name == "__setattr__" and attr is _OBJECT_SETATTR and isinstance(self.self_value, ObjectValue):
+                # ``super().__setattr__(k, v)`` ending a class's own hook: the generic store.
+                return GenericSetattrValue(self.self_value)
             if attr is _DICT_GET and isinstance(self.self_value, ObjectValue) \
                     and issubclass(self.self_value.python_type(), dict):
                 return _BoundBuiltin(builtin_dict_get, self.self_value, "super().get")
@@ -69,6 +72,7 @@ _GENERIC_GETATTRIBUTE = {klass: klass.__dict__["__getattribute__"]
 
 _DICT_GET = dict.__dict__["get"]
 _OBJECT_INIT = object.__dict__["__init__"]
+_OBJECT_SETATTR = object.__dict__["__setattr__"]
 
 
 def _object_init(tx, self_value, args):

@@ -107,6 +107,11 @@ class TorchValue(Value):
                 if const is not None:
                     return ConstantValue(fn(*const[0], **const[1]))
             if not issubclass(fn, torch.Tensor):
+                class_rule = trace_rules.lookup(f"{fn.__module__}.{fn.__qualname__}")
+                if class_rule is not None and class_rule.rule is Rule.INLINE:
+                    from .instances import instantiate
+
+                    return instantiate(tx, ConstantValue(fn, self.source), args, kwargs)
                 raise GraphBreak(f"constructing {self.describe()} is not supported")
         name = getattr(fn, "__name__", repr(fn))
         return tx.graph.call("call_function", fn, args, kwargs, f"torch.{name}")

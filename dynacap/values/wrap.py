@@ -255,7 +255,10 @@ def _is_bound_method(obj) -> bool:
     if t is not types.BuiltinMethodType:
         return False
     owner = obj.__self__
-    return owner is not None and not issubclass(type(owner), types.ModuleType)
+    if owner is None or issubclass(type(owner), types.ModuleType):
+        return False
+    # pybind11 binds its C functions to a function record (torch._C._get_tracing_state): functions.
+    return type(owner).__module__ != "pybind11_builtins"
 
 
 def _bound_method(tx, obj, source) -> Value:
