@@ -1503,18 +1503,8 @@ KNOWN_BREAKS: Dict[str, str] = {
         "indexing module ParameterList self._modules['scales']",
     "parameterdict_items":
         "indexing module ParameterDict self._modules['gains']",
-    "normal_log_prob":
-        'constructing `torch.distributions.normal.Normal` is not supported',
-    "normal_entropy":
-        'constructing `torch.distributions.normal.Normal` is not supported',
-    "normal_rsample_tanh":
-        'constructing `torch.distributions.normal.Normal` is not supported',
-    "categorical_log_prob_entropy":
-        'constructing `torch.distributions.categorical.Categorical` is not supported',
     "normal_kl_divergence":
-        'constructing `torch.distributions.normal.Normal` is not supported',
-    "bernoulli_log_prob":
-        'constructing `torch.distributions.bernoulli.Bernoulli` is not supported',
+        'a dict with non-constant keys',
     "checkpoint_sequential_segments":
         '`torch.utils.checkpoint.checkpoint_sequential` activation checkpointing runs eagerly (its '
         'recomputation is autograd state)',
