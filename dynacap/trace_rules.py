@@ -32,7 +32,10 @@ name wins.  Each rule says what happens and why:
     from the call's constant keyword arguments when the real one must run.
 ``SEE_THROUGH``
     a wrapper torch puts on its own functions for Dynamo's sake
-    (``_disable_dynamo``): the wrapped function is traced under its rule.
+    (``_disable_dynamo``): the wrapped function (``answer`` names the
+    attribute holding it, ``__wrapped__`` by default) is traced under its
+    rule; around user code (``torch.compiler.disable``) it is a break,
+    disabled by the user, and that code is never captured.
 
 Torch's Python that no rule names is inlined (``DEFAULT``); every public
 namespace has a rule of its own (``tests/test_trace_rules.py`` walks them).
@@ -141,7 +144,10 @@ _TABLE = (
               "torch marks its own functions for Dynamo; the marker changes no result"),
     TraceRule("torch.compiler.disable", E, "disabled by the user (torch.compiler.disable)"),
     TraceRule("torch._dynamo", E, _OTHER_COMPILER),
-    TraceRule("torch._dynamo.eval_frame", E, "disabled by the user (torch.compiler.disable)"),
+    TraceRule("torch._dynamo.eval_frame", E, "drives another compiler"),
+    TraceRule("torch._dynamo.eval_frame.DisableContext.__call__.<locals>._fn", S,
+              "torch.compiler.disable: around torch's own functions (Dynamo marks them for itself) the "
+              "function is traced; around the user's, disabled by the user", "_torchdynamo_orig_callable"),
     # Run eagerly.
     TraceRule("torch.autograd", E, _AUTOGRAD),
     TraceRule("torch.random", E, _RANDOM),

@@ -14,7 +14,6 @@ from differential import assert_same, clone_inputs
 
 #: Programs where Dynamo does better today, and why (printed in the table, not asserted).
 KNOWN_GAPS = {
-    "numpy": "Dynamo traces NumPy code into the graph; dynacap breaks at .numpy() and at ndarray attributes",
     "assert_on_tensor": "Dynamo turns `assert <tensor>` into torch._assert_async (a RuntimeError instead of "
                         "AssertionError when it fails); dynacap keeps eager semantics and breaks",
     "kwargs_print": "Dynamo reports no break when nothing follows the print in the graph; dynacap counts it",

@@ -184,6 +184,15 @@ def test_torch_compiler_disable_is_a_break_disabled_by_the_user():
         warnings.simplefilter("ignore")
         out = explain_captured(fn, torch.randn(3))
     assert any("disabled by the user" in str(r) for r in out.break_reasons), out.break_reasons
+    # The disabled function's own frame is never captured either: only the caller's two graphs.
+    from differential import CountingBackend
+
+    counting = CountingBackend()
+    x = torch.randn(3)
+    torch.testing.assert_close(dynacap.optimize(fn, backend=counting)(x), fn(x))
+    assert len(counting.graphs) == 2
+    targets = {getattr(n.target, "__name__", "") for g in counting.graphs for n in g.graph.nodes}
+    assert "mul" not in targets, targets  # t * 3 is the disabled body
 
 
 def test_dynacap_disable_names_the_user():

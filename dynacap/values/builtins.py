@@ -179,7 +179,7 @@ def _len(tx, args, kwargs):
     from .tensor import TensorValue
 
     if isinstance(x, NDArrayValue):
-        return x.length()  # a constant; a break for a NumPy scalar or a dynamic first dimension
+        return x.length(tx)  # its first size (symbolic where it is); a break for a NumPy scalar
     if isinstance(x, SetValue):
         return ConstantValue(x.length())
     if isinstance(x, TensorValue):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import types
 
+from .. import trace_rules
 from ..errors import GraphBreak
 from ..trace_rules import Rule, TraceRule
 from .base import Value, constant_args
@@ -45,7 +46,15 @@ def call_by_rule(tx, fn_value: Value, rule: TraceRule, args: list[Value], kwargs
     if rule.rule is Rule.SEE_THROUGH:
         from .wrap import wrap
 
-        return wrap(tx, fn.__wrapped__, None).call(tx, args, kwargs)
+        wrapped = getattr(fn, rule.answer or "__wrapped__")
+        code = getattr(getattr(wrapped, "__func__", wrapped), "__code__", None)
+        if code is not None and trace_rules.rule_for_code(code) is None:
+            # The user's own code behind torch.compiler.disable: never captured, its frame included.
+            from .. import hook
+
+            hook.skip(code)
+            raise GraphBreak(f"{what} is disabled by the user (torch.compiler.disable)")
+        return wrap(tx, wrapped, None).call(tx, args, kwargs)
     if rule.rule is Rule.INLINE and isinstance(fn, types.FunctionType):
         from .functions import UserFunctionValue
 
