@@ -38,6 +38,12 @@ from dynacap.source import (
 L_A = LocalSource("a")
 
 
+@pytest.fixture(autouse=True)
+def c_guards_by_default(monkeypatch):
+    """These tests are about the C program: the debugging switch must not be on (CI may set it)."""
+    monkeypatch.delenv("DYNACAP_PYTHON_GUARDS", raising=False)
+
+
 def agree(gs: GuardSet, frames, *, builtins_dict=None, in_c: bool = True) -> list[bool]:
     """Both checks of ``gs`` on each ``(L, G)``: the same answer (a bool); returns the answers."""
     c = compile_guards(gs, builtins_dict, python=False)
