@@ -212,9 +212,12 @@ LIBRARY_FUNCTIONS = (
     TraceRule("typing.get_origin", I, "pure Python"),
     TraceRule("typing.get_args", I, "pure Python"),
     TraceRule("typing._should_unflatten_callable_args", I, "pure Python"),
-    TraceRule("itertools.chain", M, "a generator yielding the same items", (iteration.chain, iteration.never_eager)),
-    TraceRule("itertools.chain.from_iterable", M, "a generator yielding the same items",
-              (iteration.chain_from_iterable, iteration.never_eager)),
+    *(TraceRule(f"itertools.{name}", M, "a generator yielding the same items",
+                (getattr(iteration, name.replace(".", "_")), iteration.never_eager))
+      for name in ("chain", "chain.from_iterable", "islice", "pairwise", "combinations", "product", "permutations",
+                   "accumulate", "starmap", "zip_longest", "repeat")),
+    TraceRule("functools.reduce", M, "the same loop in Python", (iteration.reduce, iteration.never_eager)),
+    TraceRule("_functools.reduce", M, "the same loop in Python", (iteration.reduce, iteration.never_eager)),
 )
 
 _RULES = {r.name: r for r in _TABLE + LIBRARY_FUNCTIONS}

@@ -1499,10 +1499,6 @@ KNOWN_BREAKS: Dict[str, str] = {
         ' it runs eagerly between two graphs',
     "sequential_made_in_forward":
         'creating a module (Sequential) inside the captured code',
-    "parameterlist_index_len":
-        "indexing module ParameterList self._modules['scales']",
-    "parameterdict_items":
-        "indexing module ParameterDict self._modules['gains']",
     "normal_kl_divergence":
         'a dict with non-constant keys',
     "checkpoint_sequential_segments":
@@ -1514,14 +1510,6 @@ KNOWN_BREAKS: Dict[str, str] = {
         '(dynacap.config.capture_dynamic_output_shape_ops=True keeps it in the graph)',
     "spectral_norm_eval":
         "module Linear self._modules['fc'] has forward/backward hooks; it is called eagerly",
-    "jit_annotate_list":
-        'call to _SpecialGenericAlias.__getitem__, which dynacap does not capture (skipped file)',
-    "typing_cast_result":
-        'call to _SpecialGenericAlias.__getitem__, which dynacap does not capture (skipped file)',
-    "jit_annotate_dict":
-        'call to _SpecialGenericAlias.__getitem__, which dynacap does not capture (skipped file)',
-    "typing_alias_subscript":
-        'call to _SpecialGenericAlias.__getitem__, which dynacap does not capture (skipped file)',
     "warn_flag_on":
         'call to `_warnings.warn`, a function dynacap cannot look inside; it runs eagerly (wrap it with '
         'dynacap.disable, or use a torch operation instead)',
@@ -1529,29 +1517,16 @@ KNOWN_BREAKS: Dict[str, str] = {
         'creating a Pair object in captured code: it derives from the built-in class tuple',
     "counter_of_names":
         'creating a Counter object in captured code: it derives from the built-in class dict',
-    "itertools_pairwise_product":
-        'creating a combinations object in captured code: it derives from the built-in class combinations',
     "dataclass_made_in_forward":
         'call to asdict, which dynacap does not capture (skipped file)',
-    "function_attribute_cache":
-        'attribute `.table` of function sinusoid',
     "catch_warnings_block":
         'call to catch_warnings.__init__, which dynacap does not capture (skipped file)',
-    "typing_get_origin":
-        'call to _SpecialGenericAlias.__getitem__, which dynacap does not capture (skipped file)',
-    "jit_annotate_optional":
-        'call to _SpecialForm.__getitem__, which dynacap does not capture (skipped file)',
     "requires_grad_false_copy":
         '`tensor.requires_grad_(False)` changes autograd state; it runs eagerly',
     "spectral_norm_train":
         "module Linear self._modules['fc'] has forward/backward hooks; it is called eagerly",
     "compiler_disabled_helper":
-        '`test_module_programs.log_stats` disabled by the user (torch.compiler.disable)',
-    "islice_layers":
-        'creating a islice object in captured code: it derives from the built-in class islice',
-    "functools_partial_reduce":
-        'call to `_functools.reduce`, a function dynacap cannot look inside; it runs eagerly (wrap it '
-        'with dynacap.disable, or use a torch operation instead)',
+        '`test_module_programs.log_stats` is disabled by the user (torch.compiler.disable)',
     "batch_counter_buffer":
         'module batch_counter_buffer self is a different object on each call (only its type is guarded)',
 }

@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import types
+import typing
 import warnings
 
 import pytest
@@ -317,3 +318,18 @@ def test_rsample_draws_as_eager():
     expected = fn(x)
     torch.manual_seed(1)
     torch.testing.assert_close(dynacap.optimize(fn)(x), expected)
+
+
+_HINT = typing.Optional[typing.List[int]]
+
+
+def test_typing_constructs_are_constants_subscripted_for_real():
+    def fn(x, hint=_HINT):
+        a = torch.jit.annotate(typing.List[int], [])
+        d = torch.jit.annotate(typing.Dict[str, torch.Tensor], {})
+        d["k"] = x
+        union = typing.get_origin(hint) is typing.Union  # an attribute of a constant compared by identity
+        return typing.cast(torch.Tensor, d["k"]) * (len(a) + 1 + union + (hint.__origin__ is typing.Union))
+
+    run_differential(fn, torch.randn(3))
+    assert_fully_captured(fn, torch.randn(3))

@@ -16,6 +16,7 @@ from ..values.containers import (DictValue, DictViewValue, IteratorValue, ListVa
 from ..values.instances import NewObjectValue
 from ..values.iterators import PullIterator, contains
 from ..values.keyed_dicts import KeyedDictValue
+from ..values.module import ModuleValue
 from ..values.numpy_ns import is_numpy_array, numpy_operator
 from ..values.objects import ObjectValue
 from ..values.symbolic import SymNumberValue
@@ -126,6 +127,11 @@ def _ints(*values: Value) -> list[Value]:
             for v in values]
 
 
+#: Value kinds whose ``python_type()`` is the runtime object's exact type (others may stand for an object
+#: of a type they do not know: a method of a constant, a proxy).
+_EXACT_TYPE = (ConstantValue, ListValue, TupleValue, DictValue, ObjectValue, ModuleValue)
+
+
 def identical(a: Value, b: Value) -> bool | None:
     """``a is b`` when it can be decided at capture time, else None."""
     if a is b:
@@ -137,11 +143,8 @@ def identical(a: Value, b: Value) -> bool | None:
     if isinstance(a, NewObjectValue) or isinstance(b, NewObjectValue):
         # Made by the trace: one Value wherever it is held, and nothing that existed before.
         return False
-    try:
-        if a.python_type() is not b.python_type():
-            return False  # one object has one type
-    except GraphBreak:
-        pass
+    if isinstance(a, _EXACT_TYPE) and isinstance(b, _EXACT_TYPE) and a.python_type() is not b.python_type():
+        return False  # one object has one type
     if a.is_constant() and b.is_constant() and not isinstance(a, (SequenceValue, DictValue)) \
             and not isinstance(b, (SequenceValue, DictValue)):
         return a.as_constant() is b.as_constant()

@@ -1,7 +1,9 @@
-"""``itertools`` iterators written as generators: traced lazily, item by item, as the C ones run.
+"""``itertools`` iterators and ``functools.reduce``, written in Python: traced lazily, as the C ones run.
 
 Each model yields what the real iterator yields, pulling from its inputs in the
-same order (side effects of generators it consumes interleave as in eager).
+same order (side effects of generators it consumes interleave as in eager);
+arguments outside what a model follows (``islice`` with a step below one, a
+negative ``repeat``) raise the error the real one raises.
 """
 from __future__ import annotations
 
@@ -18,3 +20,135 @@ def chain(*iterables):
 def chain_from_iterable(iterables):
     for iterable in iterables:
         yield from iterable
+
+
+def islice(iterable, *bounds):
+    if len(bounds) == 1:
+        start, stop, step = 0, bounds[0], 1
+    else:
+        start, stop, step = (tuple(bounds) + (None,))[:3]
+        start = 0 if start is None else start
+        step = 1 if step is None else step
+    if step < 1 or start < 0 or (stop is not None and stop < 0):
+        raise ValueError("Indices for islice() must be None or an integer: 0 <= x <= sys.maxsize.")
+    position, target = 0, start
+    for item in iterable:
+        if stop is not None and position >= stop:
+            return
+        if position == target:
+            yield item
+            target += step
+        position += 1
+
+
+def pairwise(iterable):
+    iterator = iter(iterable)
+    for previous in iterator:
+        for item in iterator:
+            yield previous, item
+            previous = item
+        return
+
+
+def combinations(iterable, r):
+    pool = tuple(iterable)
+    n = len(pool)
+    if r < 0:
+        raise ValueError("r must be non-negative")
+    if r > n:
+        return
+    indices = list(range(r))
+    yield tuple(pool[i] for i in indices)
+    while True:
+        for i in reversed(range(r)):
+            if indices[i] != i + n - r:
+                break
+        else:
+            return
+        indices[i] += 1
+        for j in range(i + 1, r):
+            indices[j] = indices[j - 1] + 1
+        yield tuple(pool[i] for i in indices)
+
+
+def product(*iterables, repeat=1):
+    if repeat < 0:
+        raise ValueError("repeat argument cannot be negative")
+    pools = [tuple(pool) for pool in iterables] * repeat
+    result = [()]
+    for pool in pools:
+        result = [x + (y,) for x in result for y in pool]
+    for prod in result:
+        yield prod
+
+
+def permutations(iterable, r=None):
+    pool = tuple(iterable)
+    n = len(pool)
+    r = n if r is None else r
+    if r < 0:
+        raise ValueError("r must be non-negative")
+    for indices in product(range(n), repeat=r):
+        if len(set(indices)) == r:
+            yield tuple(pool[i] for i in indices)
+
+
+def accumulate(iterable, func=None, *, initial=None):
+    iterator = iter(iterable)
+    total = initial
+    if initial is None:
+        for total in iterator:
+            break
+        else:
+            return
+    yield total
+    for element in iterator:
+        total = total + element if func is None else func(total, element)
+        yield total
+
+
+def starmap(function, iterable):
+    for args in iterable:
+        yield function(*args)
+
+
+def zip_longest(*iterables, fillvalue=None):
+    iterators = [iter(it) for it in iterables]
+    active = len(iterators)
+    if not active:
+        return
+    while True:
+        values = []
+        for i, iterator in enumerate(iterators):
+            for value in iterator:
+                break
+            else:
+                active -= 1
+                if not active:
+                    return
+                iterators[i] = repeat(fillvalue)
+                value = fillvalue
+            values.append(value)
+        yield tuple(values)
+
+
+def repeat(obj, times=None):
+    if times is None:
+        while True:
+            yield obj
+    for _ in range(times):
+        yield obj
+
+
+def reduce(function, iterable, *initial):
+    iterator = iter(iterable)
+    if initial:
+        (value,) = initial
+    else:
+        for value in iterator:
+            break
+        else:
+            raise TypeError("reduce() of empty iterable with no initial value")
+    for element in iterator:
+        value = function(value, element)
+    return value

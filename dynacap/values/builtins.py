@@ -19,6 +19,7 @@ from ..errors import GraphBreak
 from .base import Value, constant_args
 from .constant import ConstantValue
 from .containers import DictValue, IteratorValue, ListValue, SequenceValue, TupleValue
+from .functions import make_partial
 from .iterators import EnumerateValue, FilterValue, MapValue, PullIterator, ZipValue, is_lazy, iterator_of
 
 _EFFECTFUL = {"print", "input", "open", "exec", "eval", "compile", "breakpoint", "exit", "quit", "delattr", "globals", "locals", "vars", "id", "hash", "iter", "next", "super", "__import__", "help"}
@@ -123,6 +124,15 @@ class BuiltinValue(Value):
             return GenericSetattrValue()
         return super().getattr(tx, name)
 
+    def is_constant(self) -> bool:
+        # A builtin class is an immutable constant (a subscript of ``List[int]``, ``Dict[str, int]``).
+        return isinstance(self.fn, type)
+
+    def as_constant(self):
+        if isinstance(self.fn, type):
+            return self.fn
+        return super().as_constant()
+
     def getitem(self, tx, index):
         """``list[int]``, ``dict[str, Tensor]``: a type annotation (``types.GenericAlias``), a constant."""
         if isinstance(self.fn, type) and index.is_constant():
@@ -189,8 +199,7 @@ def _len(tx, args, kwargs):
     from .module import ModuleValue
 
     if isinstance(x, ModuleValue):
-        x.guard_children(tx)
-        return ConstantValue(len(x.module))
+        return x.length(tx)
     from .objects import ObjectValue
 
     if isinstance(x, ObjectValue):
@@ -502,6 +511,7 @@ _HANDLERS = {
     "reversed": _reversed,
     "dict": _dict,
     "OrderedDict": _ordered_dict,
+    "partial": make_partial,
     "defaultdict": _defaultdict,
     "min": _minmax(min),
     "max": _minmax(max),

@@ -94,9 +94,13 @@ class ConstantValue(Value):
                 if type(self.value).__getattribute__ is type.__getattribute__ else None
             return wrap(tx, attr, source)
         if callable(attr) and not is_literal(attr):
-            from .functions import ConstantMethodValue
+            if getattr(attr, "__self__", None) is self.value:
+                from .functions import ConstantMethodValue
 
-            return ConstantMethodValue(self, name)
+                return ConstantMethodValue(self, name)
+            from .wrap import wrap
+
+            return wrap(tx, attr, None)  # another object the constant holds (``List[int].__origin__``)
         return ConstantValue(attr)
 
     def call(self, tx, args, kwargs):

@@ -8,6 +8,8 @@ symbolic container.
 """
 from __future__ import annotations
 
+import functools
+import operator
 import types
 from dataclasses import dataclass
 
@@ -69,6 +71,12 @@ class UserFunctionValue(Value):
             part = {"__defaults__": made.defaults, "__kwdefaults__": made.kwdefaults,
                     "__annotations__": made.annotations}[name]
             return part if part is not None else ConstantValue(None)
+        if made is None and self.identity_known and name in self.fn.__dict__:
+            # A function attribute (``fn.cache``, ``fn.table``): read through the function.
+            from ..source import AttrSource
+            from .wrap import wrap
+
+            return wrap(tx, self.fn.__dict__[name], AttrSource(self.source, name) if self.source is not None else None)
         raise GraphBreak(f"attribute `.{name}` of {self.describe()}")
 
     def _code(self, tx) -> Value:
@@ -248,6 +256,14 @@ class ContainerMethodValue(MethodOfValue):
         raise GraphBreak(f"{self.describe()} is not supported")
 
 
+#: ``operator`` functions that are graph operations on tensors and symbolic sizes (what FX records for ``+``...).
+_TENSOR_OPERATORS = frozenset({
+    operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod, operator.pow,
+    operator.matmul, operator.neg, operator.pos, operator.abs, operator.and_, operator.or_, operator.xor,
+    operator.invert, operator.lt, operator.le, operator.eq, operator.ne, operator.gt, operator.ge,
+})
+
+
 class PythonModuleValue(Value):
     """A non-torch Python module (``math``, ``operator``, a user module)."""
 
@@ -287,6 +303,9 @@ class OpaqueCallableValue(Value):
         return self.fn
 
     def call(self, tx, args, kwargs):
+        if self.fn in _TENSOR_OPERATORS and any(a.kind() in ("tensor", "symbolic number") for a in args):
+            # ``functools.reduce(operator.mul, ...)`` over tensors or sizes: the operator is the graph op.
+            return tx.graph.call("call_function", self.fn, args, kwargs, f"operator.{self.fn.__name__}")
         if _is_pure(self.fn) and not (_may_return_or_change_argument(self.fn)
                                       and any(holds_mutable(a) for a in [*args, *kwargs.values()])):
             const = constant_args(args, kwargs)
@@ -313,3 +332,66 @@ def _is_pure(fn) -> bool:
     module = getattr(fn, "__module__", None) or getattr(getattr(fn, "__self__", None), "__name__", None)
     return module in ("math", "_operator", "operator", "cmath") or fn in (math.sqrt, operator.index)
 
+
+
+class PartialValue(Value):
+    """``functools.partial(func, *args, **keywords)``: calling it calls ``func`` with the stored arguments first.
+
+    One read from the frame is guarded by its type and its parts (``func``, ``args``, ``keywords``
+    through their sources); one made in the trace is rebuilt as ``functools.partial(...)``.
+    """
+
+    def __init__(self, func: Value, args: Value, keywords: Value, source=None):
+        self.func = func
+        self.args = args  # a TupleValue
+        self.keywords = keywords  # a DictValue with str keys
+        self.source = source
+
+    def describe(self):
+        return f"functools.partial({self.func.describe()}, ...)"
+
+    def python_type(self):
+        return functools.partial
+
+    def getattr(self, tx, name):
+        if name == "func":
+            return self.func
+        if name == "args":
+            return self.args
+        if name == "keywords":
+            return self.keywords
+        return super().getattr(tx, name)
+
+    def call(self, tx, args, kwargs):
+        return self.func.call(tx, list(self.args.iterate(tx)) + list(args),
+                              {**{k: v for k, v in self.keywords.items.items()}, **kwargs})
+
+    def reconstruct(self, cg) -> None:
+        if self.source is not None:
+            cg.extend(self.source.emit())
+            return
+        cg.append("PUSH_NULL")
+        cg.load_const(functools.partial)
+        self.func.reconstruct(cg)
+        for arg in self.args.items:
+            arg.reconstruct(cg)
+        names = tuple(self.keywords.items)
+        for value in self.keywords.items.values():
+            value.reconstruct(cg)
+        if names:
+            cg.append("KW_NAMES", names)
+        cg.append("PRECALL", 1 + len(self.args.items) + len(names))
+        cg.append("CALL", 1 + len(self.args.items) + len(names))
+
+
+def make_partial(tx, args: list[Value], kwargs: dict[str, Value]) -> PartialValue:
+    """``functools.partial(func, *args, **keywords)`` called in the trace (a partial of a partial flattens)."""
+    from .containers import DictValue, TupleValue
+
+    if not args:
+        raise GraphBreak("functools.partial() needs a function (TypeError at run time)")
+    func, rest = args[0], list(args[1:])
+    if isinstance(func, PartialValue):
+        return PartialValue(func.func, TupleValue(list(func.args.items) + rest),
+                            DictValue({**func.keywords.items, **kwargs}))
+    return PartialValue(func, TupleValue(rest), DictValue(dict(kwargs)))

@@ -230,6 +230,20 @@ class ModuleValue(Value):
             return [self.getattr(tx, name) for name in m._parameters]
         raise GraphBreak(f"iterating over {self.describe()}")
 
+    def length(self, tx) -> Value:
+        """``len(module)``: containers by their children or parameters; a class's own ``__len__`` traced."""
+        m = self.module
+        length = getattr(type(m), "__len__", None)
+        if length in (torch.nn.Sequential.__len__, torch.nn.ModuleList.__len__, torch.nn.ModuleDict.__len__):
+            self.guard_children(tx)
+            return ConstantValue(len(m._modules))
+        if length in (torch.nn.ParameterList.__len__, torch.nn.ParameterDict.__len__):
+            self.guard_parameter_names(tx)
+            return ConstantValue(len(m._parameters))
+        if inspect.isfunction(length):
+            return self.getattr(tx, "__len__").call(tx, [], {})
+        raise GraphBreak(f"len() of {self.describe()}")
+
     def truth(self, tx) -> bool:
         """``if self.bn:``: a module is true unless its class says otherwise (containers: when not empty)."""
         cls = type(self.module)
@@ -262,6 +276,17 @@ class ModuleValue(Value):
     def getitem(self, tx, index):
         key = index.as_constant()
         m = self.module
+        if type(m).__getitem__ in (torch.nn.ParameterList.__getitem__, torch.nn.ParameterDict.__getitem__):
+            # Parameters stored by position ("0", "1"...) or by key.
+            self.guard_parameter_names(tx)
+            names = list(m._parameters)
+            if isinstance(m, torch.nn.ParameterList):
+                if type(key) is not int or not -len(names) <= key < len(names):
+                    raise GraphBreak(f"indexing {self.describe()} with {key!r} (an int in range is what it takes)")
+                return self.getattr(tx, names[key])
+            if key not in names:
+                raise GraphBreak(f"key {key!r} is not in {self.describe()} (KeyError at run time)")
+            return self.getattr(tx, key)
         if isinstance(m, torch.nn.ModuleDict):
             return self.getattr(tx, key)
         if isinstance(m, (torch.nn.Sequential, torch.nn.ModuleList)):

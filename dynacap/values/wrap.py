@@ -13,9 +13,11 @@ are guarded by what they are made of instead of identity.
 from __future__ import annotations
 
 import collections
+import functools
 import inspect
 import re
 import types
+import typing
 
 import torch
 
@@ -37,6 +39,10 @@ from .torch_ns import TorchValue, is_torch_object
 
 #: Kinds of library callables a trace rule may name (``itertools.chain``, ``chain.from_iterable``).
 _LIBRARY_CALLABLE_TYPES = (type, types.BuiltinFunctionType, types.BuiltinMethodType)
+#: Typing constructs (``List``, ``Optional[int]``, ``list[int]``, a ``TypeVar``): immutable, subscripted for real.
+_TYPING_TYPES = frozenset({type(typing.List), type(typing.Optional), type(typing.Any), type(typing.List[int]),
+                           type(typing.Union[int, str]), type(typing.Callable[[int], int]), type(list[int]),
+                           typing.TypeVar, typing.ForwardRef})
 #: Dict types held as ``DictValue`` (constant keys) or ``KeyedDictValue`` (tensor keys).
 _DICT_TYPES = (dict, collections.OrderedDict, collections.defaultdict)
 
@@ -114,6 +120,8 @@ def wrap(tx, obj, source: Source | None) -> Value:
             if source is not None:
                 _guard_library_callable(tx, obj, source)
             return LibraryCallableValue(obj, rule, source)
+    if t is functools.partial:
+        return _partial(tx, obj, source)
     if source is not None and _is_bound_method(obj):
         return _bound_method(tx, obj, source)
     value = _object_value(tx, obj, source)
@@ -236,6 +244,17 @@ def _guard_by_parts(tx, value, source) -> bool:
     return False
 
 
+def _partial(tx, obj, source) -> Value:
+    """A ``functools.partial`` from the frame: its type guarded, its parts wrapped through their sources."""
+    from .functions import PartialValue
+
+    parts = {name: wrap(tx, getattr(obj, name), AttrSource(source, name) if source is not None else None)
+             for name in ("func", "args", "keywords")}
+    if source is not None:
+        tx.guards.type_match(source, obj)
+    return PartialValue(parts["func"], parts["args"], parts["keywords"], source)
+
+
 def _guard_library_callable(tx, obj, source) -> None:
     """By identity; a classmethod bound to its C class (``chain.from_iterable``, a new object on every
     read) by its class and name."""
@@ -328,6 +347,8 @@ def _object_value(tx, obj, source) -> Value:
         owner = obj.__self__
         self_value = ModuleValue(owner, None) if issubclass(type(owner), torch.nn.Module) else wrap(tx, owner, None)
         return BoundMethodValue(UserFunctionValue(obj.__func__), self_value, source)
+    if t in _TYPING_TYPES:
+        return ConstantValue(obj, source)
     if has_lookup_hooks(t) and not issubclass(t, type) and not t.__module__.startswith("torch"):
         # Any other inspection (``is_torch_object`` reads ``__module__``) would run the class's hooks.
         # (A metaclass's ``__getattr__``, as ``EnumType``'s, runs only for names a class lacks.)
@@ -336,7 +357,7 @@ def _object_value(tx, obj, source) -> Value:
         return TorchValue(obj, source)
     if t is types.BuiltinFunctionType and obj.__module__ == "builtins":
         return BuiltinValue(obj, source)
-    if obj is collections.OrderedDict or obj is collections.defaultdict:
+    if obj is collections.OrderedDict or obj is collections.defaultdict or obj is functools.partial:
         return BuiltinValue(obj, source)
     if issubclass(t, type) and obj.__module__ == "builtins" and obj.__name__ in (
             "int", "float", "bool", "str", "tuple", "list", "dict", "range", "slice", "type", "enumerate",
