@@ -62,7 +62,7 @@ def wrap(tx, obj, source: Source | None) -> Value:
         g.tensor_match(source, obj, value.fake)
         if value.source is not None and value.source != source and value.node.op == "placeholder":
             g.add("TENSOR_ALIASING", source, "{s} is " + value.source.expr(),
-                  f"{source.expr()} is {value.source.expr()}")
+                  f"{source.expr()} is {value.source.expr()}", op=("IS_SOURCE", source, value.source, True))
         return value
     if issubclass(t, torch.Size):
         if source is not None:
