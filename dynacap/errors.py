@@ -51,6 +51,8 @@ def user_text(message: str) -> str:
     def reference(m):
         if m.group("name").startswith("___"):
             return COMPUTED_HERE
+        if m.group("name") == ".0":  # the argument CPython gives a comprehension's code
+            return "(the comprehension's iterable)" + m.group("rest")
         return m.group("name") + m.group("rest")
 
     return _INTERNAL_NAME.sub(COMPUTED_HERE, _REFERENCE.sub(reference, message))

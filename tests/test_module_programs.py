@@ -1527,8 +1527,6 @@ KNOWN_BREAKS: Dict[str, str] = {
         "module Linear self._modules['fc'] has forward/backward hooks; it is called eagerly",
     "compiler_disabled_helper":
         '`test_module_programs.log_stats` is disabled by the user (torch.compiler.disable)',
-    "batch_counter_buffer":
-        'module batch_counter_buffer self is a different object on each call (only its type is guarded)',
 }
 
 

@@ -111,7 +111,8 @@ def instantiate(tx, cls_value: Value, args: list[Value], kwargs: dict[str, Value
     cls = cls_value.as_constant()
     why = why_not_plain(cls)
     if why is not None:
-        raise GraphBreak(f"creating a {cls.__qualname__} object in captured code: {why}")
+        article = "an" if cls.__qualname__[:1].lower() in "aeiou" else "a"
+        raise GraphBreak(f"creating {article} {cls.__qualname__} object in captured code: {why}")
     class_source = cls_value.source or ClassSource(cls)
     init = class_lookup(cls, "__init__")
     if init is _OBJECT_INIT:

@@ -299,8 +299,12 @@ class ModuleValue(Value):
         raise GraphBreak(f"indexing {self.describe()}")
 
     def setattr(self, tx, name, value):
-        if name in self.module.__dict__.get("_parameters", {}) or name in self.module.__dict__.get("_modules", {}):
+        d = self.module.__dict__
+        if name in d.get("_parameters", {}) or name in d.get("_modules", {}):
             raise GraphBreak(f"assigning a parameter or submodule `{name}` on {self.describe()}")
+        if d.get("_buffers", {}).get(name) is not None and value.kind() == "tensor" \
+                and value is self.getattr(tx, name):
+            return  # ``self.count += 1``: the in-place result stored back into its own buffer changes nothing
         tx.record_setattr(self, name, value)
 
 
