@@ -135,6 +135,7 @@ _TABLE = (
     # Compiler questions and markers.
     TraceRule("torch.compiler", E, "compiler controls run eagerly"),
     TraceRule("torch.compiler.is_compiling", C, "dynacap is a compiler: libraries take their compiler path", True),
+    TraceRule("torch.compiler.is_exporting", F, "torch.export's own flag, read at capture time"),
     TraceRule("torch.compiler.is_dynamo_compiling", C, "dynacap is a compiler: libraries take their compiler path",
               True),
     TraceRule("torch._utils.is_compiling", C, "dynacap is a compiler: libraries take their compiler path", True),

@@ -102,3 +102,16 @@ def test_function_attribute_read_through_the_function():
         torch.testing.assert_close(compiled(x), torch.full((3,), 5.0))
     finally:
         _table.cache = old
+
+
+@functools.lru_cache(maxsize=None)
+def _available(feature):
+    return feature in ("a", "b")
+
+
+def test_lru_cached_function_of_constants_runs_for_real():
+    def fn(x):
+        return x * 2 if _available("a") else x
+
+    run_differential(fn, torch.randn(3))
+    assert_fully_captured(fn, torch.randn(3))

@@ -330,8 +330,10 @@ def _is_pure(fn) -> bool:
     import operator
 
     module = getattr(fn, "__module__", None) or getattr(getattr(fn, "__self__", None), "__name__", None)
-    return module in ("math", "_operator", "operator", "cmath") or fn in (math.sqrt, operator.index)
-
+    # A function behind functools.lru_cache/cache: its author promises a result that depends on the
+    # arguments only (eager reads the same cache).
+    return module in ("math", "_operator", "operator", "cmath") or fn in (math.sqrt, operator.index) \
+        or type(fn) is functools._lru_cache_wrapper
 
 
 class PartialValue(Value):

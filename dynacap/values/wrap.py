@@ -349,6 +349,8 @@ def _object_value(tx, obj, source) -> Value:
         return BoundMethodValue(UserFunctionValue(obj.__func__), self_value, source)
     if t in _TYPING_TYPES:
         return ConstantValue(obj, source)
+    if t is functools._lru_cache_wrapper:
+        return OpaqueCallableValue(obj, source)  # run on constants: the cache's own answer
     if has_lookup_hooks(t) and not issubclass(t, type) and not t.__module__.startswith("torch"):
         # Any other inspection (``is_torch_object`` reads ``__module__``) would run the class's hooks.
         # (A metaclass's ``__getattr__``, as ``EnumType``'s, runs only for names a class lacks.)
