@@ -1521,8 +1521,6 @@ KNOWN_BREAKS: Dict[str, str] = {
         'call to asdict, which dynacap does not capture (skipped file)',
     "catch_warnings_block":
         'call to catch_warnings.__init__, which dynacap does not capture (skipped file)',
-    "requires_grad_false_copy":
-        '`tensor.requires_grad_(False)` changes autograd state; it runs eagerly',
     "spectral_norm_train":
         "module Linear self._modules['fc'] has forward/backward hooks; it is called eagerly",
     "compiler_disabled_helper":

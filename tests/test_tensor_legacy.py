@@ -274,6 +274,11 @@ def test_requires_grad_already_set_is_no_op(backend):
     check(lambda x: x.requires_grad_() * 2, torch.randn(3, requires_grad=True), backend=backend)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_requires_grad_false_on_a_tensor_without_grad_is_no_op(backend):
+    check(lambda x: x * x.detach().clone().requires_grad_(False), torch.randn(3, requires_grad=True), backend=backend)
+
+
 # -- against torch.compile -----------------------------------------------------------------------
 
 def test_graph_counts_not_above_torch_compile():

@@ -198,8 +198,8 @@ def _requires_grad(t: TensorValue, args, kwargs) -> Value:
     flag = None
     if const is not None and len(const[0]) + len(const[1]) <= 1:
         flag = const[0][0] if const[0] else const[1].get("requires_grad", True)
-    if flag is True and t.fake.requires_grad:
-        return t
+    if flag is not None and bool(flag) == t.fake.requires_grad:
+        return t  # already so: nothing changes
     raise GraphBreak(legacy_tensors.MAKES_LEAF.format(what="`tensor.requires_grad_()`")
                      if flag is not False else "`tensor.requires_grad_(False)` changes autograd state; it runs eagerly")
 
