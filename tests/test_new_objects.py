@@ -678,3 +678,34 @@ def test_graph_counts_beside_torch_compile():
         diff = run_differential(fn, torch.randn(3))
         assert diff.compiles_first <= counter.frame_count, fn.__name__
     torch._dynamo.reset()
+
+
+class _WithDefault:
+    scale = 3.0
+
+    def __init__(self, x):
+        self.scale = 2.0
+        self.x = x
+
+
+def _delete_attributes(x):
+    p = _WithDefault(x)
+    first = p.x * p.scale
+    del p.scale  # the class attribute shows through
+    del p.x
+    return first + x * p.scale, hasattr(p, "x"), p
+
+
+def test_del_of_an_attribute_of_a_new_object():
+    run_differential(_delete_attributes, torch.randn(3))
+    assert_fully_captured(_delete_attributes, torch.randn(3))
+
+
+def _delete_missing(x):
+    p = _WithDefault(x)
+    del p.missing
+    return x
+
+
+def test_del_of_a_missing_attribute_raises_as_eager():
+    run_differential(_delete_missing, torch.randn(3))

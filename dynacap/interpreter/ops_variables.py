@@ -217,9 +217,13 @@ def _store_attr(tx, ins):
 @handles("DELETE_ATTR")
 def _delete_attr(tx, ins):
     """``del obj.attr`` on a plain object: replayed after the graph like ``STORE_ATTR``."""
+    from ..values.instances import NewObjectValue
     from ..values.objects import ObjectValue, class_lookup, instance_dict, lookup_hook, readable
 
     obj, name = tx.pop(), ins.argval
+    if isinstance(obj, NewObjectValue):
+        obj.delete_attribute(tx, name)
+        return
     if not isinstance(obj, ObjectValue) or obj.source is None:
         raise GraphBreak(f"`del` of attribute `.{name}` of {obj.describe()} is not supported")
     cls = type(obj.obj)

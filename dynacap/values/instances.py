@@ -191,6 +191,19 @@ class NewObjectValue(ObjectValue):
             record.fresh += record.open
         self.attrs[name] = value
 
+    def delete_attribute(self, tx, name: str) -> None:
+        """``del obj.name``: the attribute leaves the trace's ``__dict__`` (a class attribute then shows)."""
+        if name not in self.attrs:
+            raise GraphBreak(f"`del` of `.{name}`: {self.describe()} has no instance attribute {name!r} "
+                             "(AttributeError at run time)")
+        attr = class_lookup(type(self.obj), name)
+        if attr is not _MISSING and _is_data_descriptor(attr):
+            raise GraphBreak(f"`del` of `.{name}` on {self.describe()}, a {type(attr).__name__} of its class")
+        tx.ctx.mutations += 1
+        for record in self.born_in:
+            record.fresh += record.open
+        del self.attrs[name]
+
     def reconstruct(self, cg) -> None:
         """One runtime object however many places hold it: made first, then filled (it may hold itself)."""
         if cg.load_shared(self):
