@@ -184,12 +184,15 @@ class NewObjectValue(ObjectValue):
         attr = class_lookup(type(self.obj), name)
         if attr is not _MISSING and _is_data_descriptor(attr):
             raise GraphBreak(f"assigning `.{name}` on {self.describe()}, a {type(attr).__name__} of its class")
-        # The new contents cannot be rolled back: a break before this write cannot resume (``capture``),
-        # unless the object is made after that point (``instantiate``).
+        self._changed(tx)
+        self.attrs[name] = value
+
+    def _changed(self, tx) -> None:
+        """Count a change of the object's contents, which cannot be rolled back: a break before it cannot
+        resume (``capture``), unless the object is made after that point (``instantiate``)."""
         tx.ctx.mutations += 1
         for record in self.born_in:
             record.fresh += record.open
-        self.attrs[name] = value
 
     def delete_attribute(self, tx, name: str) -> None:
         """``del obj.name``: the attribute leaves the trace's ``__dict__`` (a class attribute then shows)."""
@@ -199,9 +202,7 @@ class NewObjectValue(ObjectValue):
         attr = class_lookup(type(self.obj), name)
         if attr is not _MISSING and _is_data_descriptor(attr):
             raise GraphBreak(f"`del` of `.{name}` on {self.describe()}, a {type(attr).__name__} of its class")
-        tx.ctx.mutations += 1
-        for record in self.born_in:
-            record.fresh += record.open
+        self._changed(tx)
         del self.attrs[name]
 
     def reconstruct(self, cg) -> None:
