@@ -31,14 +31,15 @@ name wins.  Each rule says what happens and why:
     its place: ``answer`` is ``(model, eager_reason)``, the second telling
     from the call's constant keyword arguments when the real one must run.
 ``SEE_THROUGH``
-    a wrapper torch puts on its own functions for Dynamo's sake
-    (``_disable_dynamo``): the wrapped function (``answer`` names the
-    attribute holding it, ``__wrapped__`` by default) is traced under its
-    rule; around user code (``torch.compiler.disable``) it is a break,
-    disabled by the user, and that code is never captured.
+    a wrapper torch puts on its own functions for another compiler
+    (``_disable_dynamo``): the wrapped function (``__wrapped__``) is
+    traced under its rule.
 
-Torch's Python that no rule names is inlined (``DEFAULT``); every public
-namespace has a rule of its own (``tests/test_trace_rules.py`` walks them).
+Torch's Python that no rule names is inlined (``DEFAULT``), except in
+torch's private packages (``torch._<name>``: ``PRIVATE``, run eagerly);
+every public namespace has a rule of its own (``tests/test_trace_rules.py``
+walks them).  ``torch.compiler.disable`` is told by the marker it leaves on
+the function it returns (``values.library``), not by where its code lives.
 Library code outside torch is never traced except the functions listed in
 ``LIBRARY_FUNCTIONS``.  This module is data: it decides nothing about values
 and imports nothing of the engine.
@@ -53,7 +54,7 @@ import sysconfig
 
 import torch
 
-from .models import checkpointing, foreach, iteration
+from .models import checkpointing, foreach, iteration, optimizers
 
 
 class Rule(enum.Enum):
@@ -73,6 +74,8 @@ class TraceRule:
     why: str
     #: For ``COMPILER`` rules: the answer (``None``: the call does nothing).
     answer: object = None
+    #: For ``MODEL`` rules of a wrapper: the model's first argument is the wrapped function (``__wrapped__``).
+    model_takes_wrapped: bool = False
 
 
 G, I, E, C, F, S, M = Rule.GRAPH_OP, Rule.INLINE, Rule.EAGER, Rule.COMPILER, Rule.FOLD, Rule.SEE_THROUGH, Rule.MODEL
@@ -139,16 +142,12 @@ _TABLE = (
     TraceRule("torch.compiler.is_dynamo_compiling", C, "dynacap is a compiler: libraries take their compiler path",
               True),
     TraceRule("torch._utils.is_compiling", C, "dynacap is a compiler: libraries take their compiler path", True),
-    TraceRule("torch._dynamo.decorators.graph_break", C,
-              "a request to split Dynamo's graph: dynacap decides its own breaks, and it changes no result"),
     TraceRule("torch._compile._disable_dynamo.<locals>.inner", S,
-              "torch marks its own functions for Dynamo; the marker changes no result"),
+              "torch marks its own functions for another compiler; the marker changes no result"),
     TraceRule("torch.compiler.disable", E, "disabled by the user (torch.compiler.disable)"),
-    TraceRule("torch._dynamo", E, _OTHER_COMPILER),
-    TraceRule("torch._dynamo.eval_frame", E, "drives another compiler"),
-    TraceRule("torch._dynamo.eval_frame.DisableContext.__call__.<locals>._fn", S,
-              "torch.compiler.disable: around torch's own functions (Dynamo marks them for itself) the "
-              "function is traced; around the user's, disabled by the user", "_torchdynamo_orig_callable"),
+    TraceRule("torch.optim.optimizer._use_grad_for_differentiable.<locals>._use_grad", M,
+              "the step under the optimizer's grad mode, without the requests to split another compiler's "
+              "graph", (optimizers.use_grad_for_differentiable, optimizers.never_eager), True),
     # Run eagerly.
     TraceRule("torch.autograd", E, _AUTOGRAD),
     TraceRule("torch.random", E, _RANDOM),
@@ -201,6 +200,8 @@ _TABLE = (
 
 #: Torch's Python that no rule names: traced.
 DEFAULT = TraceRule("torch", Rule.INLINE, "torch's own Python")
+#: ...except in torch's private packages no rule names (``torch._<name>``: compiler and runtime machinery).
+PRIVATE = TraceRule("torch._", Rule.EAGER, "is torch's internal machinery (no trace rule says it is traced)")
 
 #: Standard-library functions traced like user code although their files are skipped: pure Python
 #: whose only effect is their result, met in models' own code (``dataclasses.fields`` in
@@ -228,19 +229,6 @@ _BY_OBJECT = {
     torch._C._get_tracing_state: TraceRule("torch._C._get_tracing_state", Rule.COMPILER,
                                            "never inside torch.jit.trace while dynacap captures", None),
 }
-
-#: Functions whose ``try`` handlers only restore the grad mode (and call no-ops): a graph that
-#: raises restores the modes itself (``modes.restoring_modes_on_error``), so in-place work inside
-#: their ``try`` blocks may stay in one graph.
-MODE_ONLY_HANDLERS = frozenset({
-    "torch.optim.optimizer._use_grad_for_differentiable.<locals>._use_grad",
-})
-
-
-@functools.lru_cache(maxsize=256)
-def handlers_only_restore_modes(code) -> bool:
-    """Whether ``code``'s ``try`` handlers only restore modes (``MODE_ONLY_HANDLERS``)."""
-    return name_of_code(code) in MODE_ONLY_HANDLERS
 
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _MODELS_DIR = os.path.dirname(os.path.abspath(checkpointing.__file__)) + os.sep
@@ -294,7 +282,7 @@ def rule_for_code(code) -> TraceRule | None:
         return None
     rule = lookup(name)
     if rule is None and name.startswith("torch."):
-        return DEFAULT
+        return PRIVATE if name.startswith("torch._") else DEFAULT
     return rule
 
 

@@ -612,10 +612,7 @@ def test_must_show_run_differential_module_list_mlp():
 
 #: The one written exception (issue 12): the autograd engine's C++ compiled-autograd entry point, spelled in
 #: full, in the one module that drives it.  Anything else of ``torch._dynamo``/``torch._C._dynamo`` stays out.
-#: The trace rules name (as strings, never imports) the Dynamo functions torch's own Python calls, to say what
-#: such a call becomes (``graph_break()`` does nothing, ``torch.compiler.disable`` runs eagerly).
-ENGINE_ENTRY_POINT = {"dynacap/compiled_autograd.py": re.compile(r"torch\._C\._dynamo\.compiled_autograd\b"),
-                      "dynacap/trace_rules.py": re.compile(r'TraceRule\("torch\._dynamo[\w.<>]*"')}
+ENGINE_ENTRY_POINT = {"dynacap/compiled_autograd.py": re.compile(r"torch\._C\._dynamo\.compiled_autograd\b")}
 
 
 def test_must_show_no_dynamo_in_the_engine():

@@ -311,8 +311,7 @@ class Tracer:
         """Whether a ``try`` handler of this frame or of a caller protects the current instruction."""
         tracer = self
         while tracer is not None:
-            if tracer.current is not None and in_try(tracer.code, tracer.current.offset) \
-                    and not trace_rules.handlers_only_restore_modes(tracer.code):
+            if tracer.current is not None and in_try(tracer.code, tracer.current.offset):
                 return True
             tracer = tracer.parent
         return False

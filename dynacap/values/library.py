@@ -21,6 +21,9 @@ def call_by_rule(tx, fn_value: Value, rule: TraceRule, args: list[Value], kwargs
     """Call torch's (or a library's) ``fn_value`` as its trace rule says (``dynacap.trace_rules``)."""
     fn = fn_value.real_object()
     what = f"`{getattr(fn, '__module__', None) or 'torch'}.{getattr(fn, '__qualname__', fn)}`"
+    disabled = getattr(fn, _DISABLED_MARKER, None) if isinstance(fn, types.FunctionType) else None
+    if disabled is not None:
+        return _call_disabled(tx, disabled, what, args, kwargs)
     if rule.rule is Rule.EAGER:
         raise GraphBreak(f"{what} {rule.why}")
     if rule.rule is Rule.COMPILER:
@@ -42,19 +45,13 @@ def call_by_rule(tx, fn_value: Value, rule: TraceRule, args: list[Value], kwargs
         reason = eager_reason({k: v.as_constant() if v.is_constant() else v for k, v in kwargs.items()})
         if reason is not None:
             raise GraphBreak(f"{what}: {reason}")
+        if rule.model_takes_wrapped:
+            args = [wrap(tx, fn.__wrapped__, None), *args]
         return wrap(tx, model, None).call(tx, args, kwargs)
     if rule.rule is Rule.SEE_THROUGH:
         from .wrap import wrap
 
-        wrapped = getattr(fn, rule.answer or "__wrapped__")
-        code = getattr(getattr(wrapped, "__func__", wrapped), "__code__", None)
-        if code is not None and trace_rules.rule_for_code(code) is None:
-            # The user's own code behind torch.compiler.disable: never captured, its frame included.
-            from .. import hook
-
-            hook.skip(code)
-            raise GraphBreak(f"{what} is disabled by the user (torch.compiler.disable)")
-        return wrap(tx, wrapped, None).call(tx, args, kwargs)
+        return wrap(tx, fn.__wrapped__, None).call(tx, args, kwargs)
     if rule.rule is Rule.INLINE and isinstance(fn, types.FunctionType):
         from .functions import UserFunctionValue
 
@@ -63,6 +60,29 @@ def call_by_rule(tx, fn_value: Value, rule: TraceRule, args: list[Value], kwargs
         return tx.inline_call(function, args, kwargs)
     name = getattr(fn, "__name__", repr(fn))
     return tx.graph.call("call_function", fn, args, kwargs, f"torch.{name}")
+
+
+#: What ``torch.compiler.disable`` leaves on the function it returns: the function it wraps.
+_DISABLED_MARKER = "_torchdynamo_orig_callable"
+
+
+def _call_disabled(tx, wrapped, what: str, args, kwargs) -> Value:
+    """A call of a function ``torch.compiler.disable`` returned.
+
+    Around torch's own functions (another compiler marks some for itself once it is imported, such as
+    optimizers' ``_init_group``) the wrapped function is traced under its rule; around the user's it is
+    a break, disabled by the user, and that code's own frame is never captured either.
+    """
+    from .wrap import wrap
+
+    code = getattr(getattr(wrapped, "__func__", wrapped), "__code__", None)
+    if code is None or trace_rules.rule_for_code(code) is None:
+        if code is not None:
+            from .. import hook
+
+            hook.skip(code)
+        raise GraphBreak(f"{what} is disabled by the user (torch.compiler.disable)")
+    return wrap(tx, wrapped, None).call(tx, args, kwargs)
 
 
 class LibraryCallableValue(Value):
