@@ -37,7 +37,7 @@ from .graph.effects import preserving_versions
 from .graph.shapes import NeedsSymbolicShapes
 from .guards import compile_guards
 from .interpreter import TraceContext, Tracer
-from .interpreter.skipfiles import is_skipped_file
+from .skipfiles import is_skipped_file
 from .modes import TorchState, restoring_modes_on_error
 from .modes import interrupts as _interrupts
 from .values.keyed_dicts import NeedsKeyedDict

@@ -148,7 +148,7 @@ def _module_entry(mod: torch.nn.Module):
     small generated function, one per module class (so that wrappers of
     the same class share cache entries), whose frame the hook captures.
     """
-    from .interpreter.skipfiles import is_skipped_file
+    from .skipfiles import is_skipped_file
 
     forward = getattr(type(mod).forward, "__code__", None)
     if forward is None or not is_skipped_file(forward.co_filename):

@@ -275,7 +275,7 @@ def lookup(name: str) -> TraceRule | None:
 def rule_for_code(code) -> TraceRule | None:
     """What calling torch or library Python with this code becomes; None for user code.
 
-    Library code outside torch with no rule is None too (skipped: see ``interpreter.skipfiles``).
+    Library code outside torch with no rule is None too (skipped: see ``dynacap.skipfiles``).
     """
     name = name_of_code(code)
     if name is None:

@@ -29,7 +29,7 @@ from bytecode import UNSET, Bytecode, FreeVar, Instr, Label, TryBegin, TryEnd
 
 from .. import dynamic
 from ..errors import GraphBreak
-from ..interpreter.skipfiles import is_skipped_file
+from ..skipfiles import is_skipped_file
 from ..interpreter.tracer import FrameAtBreak
 from ..source import LocalSource
 from ..values.base import NullValue
@@ -41,7 +41,7 @@ from ..values.grad_mode import GradExitValue
 from ..values.instances import NewObjectValue
 from . import resume
 from .emitter import Emitter
-from ..interpreter.regions import regions
+from ..regions import regions
 from .liveness import live_at, real_offset
 from .rewrite import build_code, emit_graph_call, emit_side_effects
 

@@ -13,7 +13,7 @@ import dis
 import functools
 import types
 
-from ..interpreter.regions import exception_table
+from ..regions import exception_table
 
 _LOADS = {"LOAD_FAST", "DELETE_FAST", "LOAD_CLOSURE", "LOAD_DEREF", "LOAD_CLASSDEREF", "DELETE_DEREF"}
 _STORES = {"STORE_FAST", "STORE_DEREF"}

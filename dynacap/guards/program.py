@@ -72,7 +72,7 @@ _NOT_IN_DICT = re.compile(rf"({_NAME}) not in ({_DICT})")
 _CLASS_ATTR = re.compile(r"type\(\{s\}\)\.(\w+) is \{attr\}")
 _ATTR_IS = re.compile(r"\{s\}\.(\w+) is \{attr\}")
 _MISSING = re.compile(rf"(?:({_NAME}) not in ({_DICT}) and )?not hasattr\(type\(\{{s\}}\), ({_NAME})\)")
-#: interpreter/attributes.py: ``('x' in {s}._parameters or ... or 'x' in {s}.__dict__) is own``.
+#: values/attributes.py: ``('x' in {s}._parameters or ... or 'x' in {s}.__dict__) is own``.
 _OWN = re.compile(rf"\(({_NAME}) in \{{s\}}\._parameters or \1 in \{{s\}}\._buffers or \1 in \{{s\}}\._modules "
                   rf"or \1 in \{{s\}}\.__dict__\) is (True|False)")
 

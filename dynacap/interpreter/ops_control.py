@@ -18,7 +18,7 @@ from ..values.base import Value
 from ..values.constant import ConstantValue
 from ..values.containers import DictValue, IteratorValue, SequenceValue
 from ..values.iterators import GeneratorValue, PullIterator, iterator_of
-from .regions import protected
+from ..regions import protected
 from .tracer import handles
 
 

@@ -2,7 +2,7 @@
 
 Set operands (``values.sets.SetValue``, constant sets/frozensets next to one)
 are answered on their key sets, so results are CPython's; any other operands
-go on to the general operators (``operators``).  An operator CPython would
+go on to the general operators (``ops_operators``).  An operator CPython would
 refuse (``{1} + {2}``) is a graph break.  No graph nodes are added.
 """
 from __future__ import annotations
@@ -10,11 +10,11 @@ from __future__ import annotations
 from ..errors import GraphBreak
 from ..values.constant import ConstantValue
 from ..values.sets import SetValue, binary, compare, is_set_like
-from . import operators
+from . import ops_operators
 from .tracer import HANDLERS, handles
 
 _GENERAL = {name: HANDLERS[name] for name in ("BINARY_OP", "COMPARE_OP", "CONTAINS_OP")}
-assert all(handler.__module__ == operators.__name__ for handler in _GENERAL.values())
+assert all(handler.__module__ == ops_operators.__name__ for handler in _GENERAL.values())
 
 
 def _involves_set(tx) -> bool:

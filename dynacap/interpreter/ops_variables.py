@@ -60,23 +60,9 @@ class CodeConstant(Value):
         return f"code of {self.code.co_name}"
 
 
-def read_local(tx, name: str) -> Value:
-    if name in tx.locals:
-        return tx.locals[name]
-    if name.startswith(".") and name[1:].isdigit() and f"implicit{name[1:]}" in tx.locals:
-        # A comprehension's iterator argument `.0`: inspect.signature (which binds the arguments
-        # of inlined calls) names it `implicit0`.
-        return tx.locals[f"implicit{name[1:]}"]
-    if tx.is_root and name in tx.frame_values and name not in tx.deleted:
-        value = wrap(tx, tx.frame_values[name], LocalSource(name))
-        tx.locals[name] = value
-        return value
-    raise GraphBreak(f"local variable {name!r} is read before assignment (UnboundLocalError at run time)")
-
-
 @handles("LOAD_FAST")
 def _load_fast(tx, ins):
-    tx.push(read_local(tx, ins.argval))
+    tx.push(tx.read_local(ins.argval))
 
 
 @handles("STORE_FAST")
@@ -87,7 +73,7 @@ def _store_fast(tx, ins):
 
 @handles("DELETE_FAST")
 def _delete_fast(tx, ins):
-    read_local(tx, ins.argval)
+    tx.read_local(ins.argval)
     tx.locals.pop(ins.argval, None)
     tx.deleted.add(ins.argval)
 

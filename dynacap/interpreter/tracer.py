@@ -29,10 +29,12 @@ from ..graph import GraphBuilder
 from ..guards import GuardSet
 from ..source import BuiltinSource, GlobalSource, ModuleGlobalSource
 from ..trace_rules import Rule
+from ..regions import in_try
+from ..skipfiles import is_layer_file
+from ..source import LocalSource
 from ..values.base import DELETED, Value
+from ..values.grad_mode import WithBlock
 from ..values.library import call_by_rule
-from .regions import in_try
-from .skipfiles import is_layer_file
 
 #: opname -> handler(tracer, instruction); filled by the ``ops_*`` modules.
 HANDLERS: dict = {}
@@ -95,13 +97,6 @@ class FrameAtBreak:
     tracer: "Tracer"
     checkpoint: Checkpoint
     instruction: dis.Instruction
-
-
-@dataclass
-class WithBlock:
-    """An active ``with`` block on a grad-mode context (the only kind captured)."""
-
-    ctx_class: type  # torch.no_grad or torch.enable_grad
 
 
 @dataclass
@@ -273,6 +268,23 @@ class Tracer:
         del self.stack[-n:]
         return values
 
+    # -- locals ------------------------------------------------------------------------
+    def read_local(self, name: str) -> Value:
+        """The local ``name`` (wrapped from the frame on its first read in the root frame)."""
+        if name in self.locals:
+            return self.locals[name]
+        if name.startswith(".") and name[1:].isdigit() and f"implicit{name[1:]}" in self.locals:
+            # A comprehension's iterator argument `.0`: inspect.signature (which binds the arguments
+            # of inlined calls) names it `implicit0`.
+            return self.locals[f"implicit{name[1:]}"]
+        if self.is_root and name in self.frame_values and name not in self.deleted:
+            from ..values.wrap import wrap
+
+            value = wrap(self, self.frame_values[name], LocalSource(name))
+            self.locals[name] = value
+            return value
+        raise GraphBreak(f"local variable {name!r} is read before assignment (UnboundLocalError at run time)")
+
     # -- main loop ---------------------------------------------------------------------
     def run(self) -> Value:
         """Interpret until ``RETURN_VALUE``; raises ``GraphBreak`` (with the user stack) otherwise."""
@@ -443,7 +455,7 @@ class Tracer:
         """Interpret a user function's bytecode in a child tracer and return its result."""
         from ..source import CellContentsSource
         from ..values.containers import DictValue, TupleValue
-        from .skipfiles import is_skipped_file
+        from ..skipfiles import is_skipped_file
 
         fn = fn_value.fn
         code = fn.__code__

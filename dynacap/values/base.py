@@ -6,17 +6,15 @@ lives in its own module of ``dynacap.values`` and overrides only the
 operations it supports; everything else raises ``GraphBreak`` with a
 user-facing reason.  Values never emit graph nodes themselves except
 through the tracer's ``GraphBuilder`` (``tx.graph``).
+
+``tx`` is the interpreter's ``Tracer`` and ``cg`` codegen's ``Emitter``,
+both passed in: values never import the interpreter or codegen (they sit
+below them), so those names are annotations only.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..errors import GraphBreak
 from ..source import Source
-
-if TYPE_CHECKING:
-    from ..codegen.emitter import Emitter
-    from ..interpreter.tracer import Tracer
 
 
 class Value:

@@ -376,7 +376,7 @@ def _at_capture(fn, *args, **kwargs):
 
 
 def _sum(tx, args, kwargs):
-    from ..interpreter.operators import binary_op
+    from .operators import binary_op
 
     if kwargs:
         return None
@@ -428,7 +428,7 @@ def _getattr(tx, args, kwargs):
         raise
     except GraphBreak:
         if len(args) > 2:
-            from ..interpreter.attributes import has_attribute
+            from .attributes import has_attribute
 
             if has_attribute(tx, obj, name) is False:
                 return args[2]
@@ -436,7 +436,7 @@ def _getattr(tx, args, kwargs):
 
 
 def _hasattr(tx, args, kwargs):
-    from ..interpreter.attributes import has_attribute
+    from .attributes import has_attribute
 
     answer = has_attribute(tx, args[0], args[1].as_constant())
     return None if answer is None else ConstantValue(answer)

@@ -10,11 +10,20 @@ resume function.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from ..errors import GraphBreak
 from .base import Value
 from .constant import ConstantValue
+
+
+@dataclass
+class WithBlock:
+    """An active ``with`` block on a grad-mode context (the only kind captured)."""
+
+    ctx_class: type  # torch.no_grad or torch.enable_grad
 
 
 class GradModeValue(Value):
@@ -35,8 +44,6 @@ class GradModeValue(Value):
 
     def enter(self, tx) -> Value:
         """``BEFORE_WITH``: push the ``__exit__`` value; return the ``__enter__`` result."""
-        from ..interpreter.tracer import WithBlock
-
         prev = torch.is_grad_enabled()
         tx.graph.set_grad_enabled(self.mode)
         torch._C._set_grad_enabled(self.mode)
@@ -91,8 +98,6 @@ class GradSetValue(Value):
         return torch.set_grad_enabled
 
     def enter(self, tx) -> Value:
-        from ..interpreter.tracer import WithBlock
-
         block = GradModeValue(torch.enable_grad if self.mode else torch.no_grad)
         tx.push(GradExitValue(block, self.prev))
         tx.blocks.append(WithBlock(block.ctx_class))

@@ -37,7 +37,7 @@ def is_lazy(value: Value) -> bool:
 
 def contains(tx, item: Value, iterator: Value) -> bool:
     """``item in iterator``: pulls until the first item equal to ``item``, as eager does."""
-    from ..interpreter.operators import identical
+    from .operators import identical
 
     while True:
         candidate = iterator.next_item(tx)

@@ -29,7 +29,7 @@ def is_builtin_layer(module: torch.nn.Module) -> bool:
 
     Its forward is inlined speculatively, else it is one ``call_module`` node.
     """
-    from ..interpreter.skipfiles import is_layer_file
+    from ..skipfiles import is_layer_file
 
     if isinstance(module, _CONTAINERS):
         return False

@@ -19,7 +19,7 @@ import collections.abc
 import types
 
 from ..errors import GraphBreak
-from ..interpreter.regions import protected
+from ..regions import protected
 from ..source import AttrSource, ClassSource, DictStorageSource, GenericAttrSource, Source
 from .base import DELETED, Value
 from .constant import ConstantValue

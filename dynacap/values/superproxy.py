@@ -109,13 +109,11 @@ def make_super(tx, args: list[Value]) -> SuperValue:
     cls = box.get(tx) if box is not None else None
     if cls is None or not tx.code.co_argcount:
         raise GraphBreak("super() outside a method (RuntimeError at run time)")
-    from ..interpreter.ops_variables import read_local
-
     first = tx.code.co_varnames[0]
     if first in tx.cells:
         self_value = tx.cells[first].get(tx)
     else:
-        self_value = read_local(tx, first)
+        self_value = tx.read_local(first)
     if self_value is None:
         raise GraphBreak("super(): the method's first argument is not available")
     return SuperValue(cls.as_constant(), self_value)

@@ -11,8 +11,8 @@ from ..errors import GraphBreak
 
 
 def has_attribute(tx, value, name: str) -> bool | None:
-    from ..values.objects import AttributeMissing, ObjectValue
-    from ..values.tensor import TensorValue
+    from .objects import AttributeMissing, ObjectValue
+    from .tensor import TensorValue
 
     if isinstance(value, TensorValue):
         import torch
@@ -26,7 +26,7 @@ def has_attribute(tx, value, name: str) -> bool | None:
                 raise
             return False
         return True
-    from ..values.module import ModuleValue
+    from .module import ModuleValue
 
     if isinstance(value, ModuleValue):
         return _module_has(tx, value, name)

@@ -13,9 +13,9 @@ import sysconfig
 
 import torch
 
-from .. import config
+from . import config
 
-_DYNACAP_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_DYNACAP_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 #: The corpus harness's stand-in layers (handed to user constructors) run inside captured code.
 _HARNESS_DIR = os.path.join(_DYNACAP_DIR, "harness") + os.sep
 #: Models of library functions (``dynacap.models``) are traced in their place.

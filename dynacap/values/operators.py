@@ -1,4 +1,4 @@
-"""Python operators over values: ``BINARY_OP``, ``COMPARE_OP``, unary ops, ``is``, ``in``.
+"""Python's operators over values: binary, comparison, unary, ``is`` and ``in``.
 
 Constants fold at capture time; any tensor operand makes the operator a
 ``call_function`` node on the ``operator`` module's function; tuple/list
@@ -9,19 +9,18 @@ from __future__ import annotations
 import operator
 
 from ..errors import GraphBreak
-from ..values.base import Value
-from ..values.constant import ConstantValue
-from ..values.containers import (DictValue, DictViewValue, IteratorValue, ListValue, SequenceValue, SizeValue,
-                                  TupleValue, holds_mutable)
-from ..values.instances import NewObjectValue
-from ..values.iterators import PullIterator, contains
-from ..values.keyed_dicts import KeyedDictValue
-from ..values.module import ModuleValue
-from ..values.numpy_ns import is_numpy_array, numpy_operator
-from ..values.objects import ObjectValue
-from ..values.symbolic import SymNumberValue
-from ..values.tensor import TensorValue
-from .tracer import handles
+from .base import Value
+from .constant import ConstantValue
+from .containers import (DictValue, DictViewValue, IteratorValue, ListValue, SequenceValue, SizeValue, TupleValue,
+                         holds_mutable)
+from .instances import NewObjectValue
+from .iterators import PullIterator, contains
+from .keyed_dicts import KeyedDictValue
+from .module import ModuleValue
+from .numpy_ns import is_numpy_array, numpy_operator
+from .objects import ObjectValue
+from .symbolic import SymNumberValue
+from .tensor import TensorValue
 
 BINARY = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "//": operator.floordiv,
@@ -86,7 +85,7 @@ def _fold(fn, symbol: str, a: Value, b: Value) -> Value:
         result = fn(a.as_constant(), b.as_constant())
     except Exception as e:
         raise GraphBreak(f"`{symbol}` raised {type(e).__name__}: {e}") from e
-    from ..values.wrap import wrap_constant_result
+    from .wrap import wrap_constant_result
 
     return wrap_constant_result(result, f"`{symbol}`")
 
@@ -159,32 +158,6 @@ def identical(a: Value, b: Value) -> bool | None:
     return None
 
 
-@handles("BINARY_OP")
-def _binary(tx, ins):
-    b = tx.pop()
-    a = tx.pop()
-    tx.push(binary_op(tx, ins.argrepr, a, b))
-
-
-@handles("COMPARE_OP")
-def _compare(tx, ins):
-    b = tx.pop()
-    a = tx.pop()
-    tx.push(compare_op(tx, ins.argval, a, b))
-
-
-@handles("IS_OP")
-def _is(tx, ins):
-    b = tx.pop()
-    a = tx.pop()
-    same = identical(a, b)
-    if same is None:
-        same = identical_by_guard(tx, a, b)
-    if same is None:
-        raise GraphBreak(f"`is` between {a.describe()} and {b.describe()} cannot be decided while capturing")
-    tx.push(ConstantValue(same != bool(ins.arg)))
-
-
 def identical_by_guard(tx, a: Value, b: Value) -> bool | None:
     """``a is b`` for two objects read from the frame whose identities are not guarded (plain objects
     guarded by type, such as a sentinel in a module's globals): the answer of the objects seen now,
@@ -197,56 +170,38 @@ def identical_by_guard(tx, a: Value, b: Value) -> bool | None:
     return same
 
 
-@handles("CONTAINS_OP")
-def _contains(tx, ins):
-    container = tx.pop()
-    item = tx.pop()
+def contains_op(tx, item: Value, container: Value) -> bool:
+    """``item in container`` decided at capture time (pulling a lazy iterator as eager does)."""
     if isinstance(container, SizeValue) or container.is_constant() and item.is_constant():
-        result = item.as_constant() in container.as_constant()
-    else:
-        if isinstance(container, DictValue) and item.is_constant():
-            result = item.as_constant() in container.items
-        elif isinstance(container, DictValue):
-            container.refuse_tensor_key(item)
-            raise GraphBreak(f"`in` over {container.describe()} with the key {item.describe()}")
-        elif isinstance(container, KeyedDictValue):
-            result = container.contains(tx, item).as_constant()
-        elif isinstance(container, SequenceValue):
-            matches = [identical(item, x) if not (item.is_constant() and x.is_constant())
-                       else item.as_constant() == x.as_constant() for x in container.items]
-            if any(m is None for m in matches):
-                raise GraphBreak(f"`in` over {container.describe()} cannot be decided while capturing")
-            result = any(matches)
-        elif isinstance(container, (IteratorValue, PullIterator)):
-            result = contains(tx, item, container)
-        elif isinstance(container, ObjectValue):
-            # CPython calls bool() on what __contains__ returns.
-            result = container.contains(tx, item).truth(tx)
-        else:
-            raise GraphBreak(f"`in` over {container.describe()} is not supported")
-    tx.push(ConstantValue(result != bool(ins.arg)))
+        return item.as_constant() in container.as_constant()
+    if isinstance(container, DictValue) and item.is_constant():
+        return item.as_constant() in container.items
+    if isinstance(container, DictValue):
+        container.refuse_tensor_key(item)
+        raise GraphBreak(f"`in` over {container.describe()} with the key {item.describe()}")
+    if isinstance(container, KeyedDictValue):
+        return container.contains(tx, item).as_constant()
+    if isinstance(container, SequenceValue):
+        matches = [identical(item, x) if not (item.is_constant() and x.is_constant())
+                   else item.as_constant() == x.as_constant() for x in container.items]
+        if any(m is None for m in matches):
+            raise GraphBreak(f"`in` over {container.describe()} cannot be decided while capturing")
+        return any(matches)
+    if isinstance(container, (IteratorValue, PullIterator)):
+        return contains(tx, item, container)
+    if isinstance(container, ObjectValue):
+        # CPython calls bool() on what __contains__ returns.
+        return container.contains(tx, item).truth(tx)
+    raise GraphBreak(f"`in` over {container.describe()} is not supported")
 
 
-def _unary(symbol, fn, method):
-    def handler(tx, ins):
-        value = tx.pop()
-        if is_numpy_array(value):
-            tx.push(numpy_operator(tx, fn, [value], f"unary `{symbol}`"))
-        elif isinstance(value, (TensorValue, SymNumberValue)):
-            tx.push(tx.graph.call("call_function", fn, [value], {}, f"unary `{symbol}`"))
-        elif value.is_constant():
-            tx.push(ConstantValue(fn(value.as_constant())))
-        else:
-            raise GraphBreak(f"unary `{symbol}` on {value.describe()}")
+def unary_op(tx, symbol: str, fn, value: Value) -> Value:
+    """A unary operator (``-x``, ``+x``, ``~x``) on one value."""
+    if is_numpy_array(value):
+        return numpy_operator(tx, fn, [value], f"unary `{symbol}`")
+    if isinstance(value, (TensorValue, SymNumberValue)):
+        return tx.graph.call("call_function", fn, [value], {}, f"unary `{symbol}`")
+    if value.is_constant():
+        return ConstantValue(fn(value.as_constant()))
+    raise GraphBreak(f"unary `{symbol}` on {value.describe()}")
 
-    return handler
-
-
-handles("UNARY_NEGATIVE")(_unary("-", operator.neg, "neg"))
-handles("UNARY_POSITIVE")(_unary("+", operator.pos, "pos"))
-handles("UNARY_INVERT")(_unary("~", operator.invert, "invert"))
-
-
-@handles("UNARY_NOT")
-def _not(tx, ins):
-    tx.push(ConstantValue(not tx.pop().truth(tx)))
