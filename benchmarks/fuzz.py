@@ -6,7 +6,12 @@
 
 The run prints, per failure class, how many of the programs each engine got
 wrong, side by side, the first failing seeds per class, and programs per
-second.  Seeds ``S .. S+n-1`` are the programs (``tests/fuzz/grammar.py``),
+second; then what each engine compiled: graphs and graph breaks per program
+(over all calls, recompiles included; dynacap's from its capture record,
+Dynamo's from a counting backend and its ``graph_break`` counters), the share
+of programs with a break, and the most frequent break reasons
+(``--by-production``: breaks per program among the programs that use each
+production).  Seeds ``S .. S+n-1`` are the programs (``tests/fuzz/grammar.py``),
 each run eagerly and under every engine in child processes
 (``tests/fuzz/batch.py``), three calls each with changed inputs.  Both
 engines use ``backend="eager"`` unless ``--backend`` says otherwise.
@@ -20,13 +25,14 @@ import argparse
 import os
 import sys
 import time
+from collections import Counter
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(_ROOT, "tests"), _ROOT]
 
 from fuzz.batch import Item, run_batch  # noqa: E402
 from fuzz.classify import CLASSES, FAILURES  # noqa: E402
-from fuzz.grammar import generate, production_names  # noqa: E402
+from fuzz.grammar import GRAMMARS, exclusions_for, generate, production_names  # noqa: E402
 from fuzz.inputs import CALLS  # noqa: E402
 
 
@@ -57,6 +63,39 @@ def _first_failures(results, engines, limit: int = 8) -> str:
     return "\n".join(lines)
 
 
+def _compiled(results, engines) -> str:
+    """Graphs and breaks per program for each engine, over the programs it ran to the end."""
+    width = max(14, *(len(e) for e in engines))
+    counted = {e: [r for r in results if r.engine == e and r.breaks is not None] for e in engines}
+    rows = [("programs counted", lambda rs: f"{len(rs)}"),
+            ("graphs/program", lambda rs: f"{sum(r.graphs for r in rs) / max(len(rs), 1):.3f}"),
+            ("breaks/program", lambda rs: f"{sum(r.breaks for r in rs) / max(len(rs), 1):.3f}"),
+            ("with a break", lambda rs: f"{100 * sum(1 for r in rs if r.breaks) / max(len(rs), 1):.1f}%")]
+    lines = [f"{'compiled':<18}" + "".join(f"{e:>{width}}" for e in engines)]
+    lines += [f"{label:<18}" + "".join(f"{cell(counted[e]):>{width}}" for e in engines) for label, cell in rows]
+    for engine in engines:
+        tally = Counter(reason for r in counted[engine] for reason in r.break_reasons)
+        if tally:
+            lines.append(f"{engine}: most frequent break reasons (of {sum(tally.values())})")
+            lines += [f"  {n:>6}  {reason}" for reason, n in tally.most_common(10)]
+    return "\n".join(lines)
+
+
+def _by_production(results, engines) -> str:
+    """Breaks per program among the programs that use each production (a program uses several)."""
+    width = max(14, *(len(e) for e in engines))
+    lines = [f"{'production':<22}{'programs':>9}" + "".join(f"{e:>{width}}" for e in engines)]
+    programs = {r.seed: r.features for r in results if r.engine == engines[0]}
+    for production in sorted({f for features in programs.values() for f in features}):
+        seeds = {s for s, features in programs.items() if production in features}
+        cells = []
+        for engine in engines:
+            rs = [r for r in results if r.engine == engine and r.seed in seeds and r.breaks is not None]
+            cells.append(f"{sum(r.breaks for r in rs) / max(len(rs), 1):.2f}")
+        lines.append(f"{production:<22}{len(seeds):>9}" + "".join(f"{c:>{width}}" for c in cells))
+    return "\n".join(lines)
+
+
 def run(args) -> int:
     engines = [f"dynacap:{args.backend}"] + ([f"dynamo:{args.backend}"] if args.compare_dynamo else [])
     exclude = [e for e in args.exclude.split(",") if e]
@@ -74,7 +113,8 @@ def run(args) -> int:
                         progress=progress)
     elapsed = time.perf_counter() - start
     print(f"fuzz: {args.n} programs (seeds {args.seed}..{args.seed + args.n - 1}, size {args.size}"
-          + (f", excluding {','.join(exclude)}" if exclude else "") + f"), backend={args.backend}, "
+          + (f", grammar {args.grammar}" if args.grammar != "full" else "")
+          + (f", excluding {','.join(args.asked_exclude)}" if args.asked_exclude else "") + f"), backend={args.backend}, "
           f"jobs={args.jobs}: {elapsed:.0f} s, {args.n / elapsed:.2f} programs/s")
     for engine in engines:
         spent = sum(r.seconds for r in results if r.engine == engine)
@@ -83,6 +123,9 @@ def run(args) -> int:
     failures = _first_failures(results, engines)
     if failures:
         print(failures)
+    print(_compiled(results, engines))
+    if args.by_production:
+        print(_by_production(results, engines))
     return 1 if any(r.cls not in ("ok",) for r in results if r.engine == engines[0]) else 0
 
 
@@ -116,13 +159,19 @@ def main(argv=None) -> int:
     parser.add_argument("--backend", default="eager", help="backend of both engines (default eager)")
     parser.add_argument("--size", type=int, default=5, help="top-level statements per program (default 5)")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per program and engine (default 60)")
+    parser.add_argument("--grammar", default="full", choices=GRAMMARS,
+                        help="grammar version (v1: before the objects/sets/exceptions/stdlib families)")
     parser.add_argument("--exclude", default="", help="comma list of grammar productions to switch off "
                         f"(known: {', '.join(production_names())})")
+    parser.add_argument("--by-production", action="store_true",
+                        help="also print breaks per program among the programs using each production")
     parser.add_argument("--minimize", type=int, metavar="SEED", help="minimize the failure of one program")
     parser.add_argument("--engine", default="dynacap", help="engine for --minimize (dynacap[:backend], dynamo)")
     parser.add_argument("--max-checks", type=int, default=400, help="oracle runs allowed to --minimize")
     parser.add_argument("--show", type=int, metavar="SEED", help="print the program of SEED and exit")
     args = parser.parse_args(argv)
+    args.asked_exclude = [e for e in args.exclude.split(",") if e]
+    args.exclude = ",".join(sorted(set(args.asked_exclude) | set(exclusions_for(args.grammar))))
     if args.show is not None:
         program = generate(args.show, [e for e in args.exclude.split(",") if e], size=args.size)
         print(program.source)

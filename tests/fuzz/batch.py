@@ -46,6 +46,10 @@ class Result:
     detail: str = ""
     features: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    #: What the engine compiled over the program's calls (None: it did not count, or the run died).
+    graphs: int | None = None
+    breaks: int | None = None
+    break_reasons: list[str] = field(default_factory=list)
 
 
 # -- the child -----------------------------------------------------------------------------
@@ -86,9 +90,11 @@ def child_main(fd: int) -> None:
             emit(event="start", seed=item.seed, engine=spec)
             engine = engines.get(spec) or engines.setdefault(spec, make_engine(spec))
             start = time.perf_counter()
-            verdict = classify(eager, run_program(source, item.seed, engine, calls, job["exclude"]))
+            run = run_program(source, item.seed, engine, calls, job["exclude"])
+            verdict = classify(eager, run)
             emit(event="done", seed=item.seed, engine=spec, cls=verdict.cls, call=verdict.call,
-                 detail=verdict.detail, features=features, seconds=time.perf_counter() - start)
+                 detail=verdict.detail, features=features, seconds=time.perf_counter() - start,
+                 graphs=run.graphs, breaks=run.breaks, break_reasons=run.break_reasons)
     emit(event="end")
 
 
@@ -130,7 +136,8 @@ def _run_child(items: list[Item], exclude, size: int, timeout_s: float, results:
                         in_flight = (event["seed"], event["engine"])
                     elif event["event"] == "done":
                         results.append(Result(event["seed"], event["engine"], event["cls"], event["call"],
-                                              event["detail"], event["features"], event["seconds"]))
+                                              event["detail"], event["features"], event["seconds"],
+                                              event["graphs"], event["breaks"], event["break_reasons"]))
                         in_flight = None
                     else:
                         finished = True

@@ -4,6 +4,10 @@ An engine wraps the program's entry point, is reset before each program, and
 says which source directories count as its own internals (an exception whose
 deepest user-or-engine frame lies there is an ``internal_error``, not a
 ``wrong_exception``) and which warning text marks an internal error.
+``counts()`` says how many graphs the engine compiled and how many graph
+breaks it met since the last ``wrap`` (dynacap: the capture's own record, as
+``dynacap.explain`` keeps it; Dynamo: a counting backend and its
+``graph_break`` counters), for the breaks-per-program figures.
 Dynamo is imported only when its engine is used (it is the peer measured
 against, never part of dynacap).
 """
@@ -25,6 +29,15 @@ class Engine:
     def reset(self) -> None:
         pass
 
+    def counts(self) -> tuple[int, int, list[str]] | None:
+        """(graphs compiled, graph breaks, break reasons) since ``wrap``; None for eager."""
+        return None
+
+
+def short_reason(text: str) -> str:
+    """A break reason's first line, cut short, with the program's names and numbers kept (for tallies)."""
+    return " ".join(str(text).split("\n")[0].split())[:110]
+
 
 class DynacapEngine(Engine):
     name = "dynacap"
@@ -38,10 +51,24 @@ class DynacapEngine(Engine):
         self.internal_dirs = (os.path.dirname(os.path.abspath(dynacap.__file__)) + os.sep,)
 
     def wrap(self, fn):
-        return self.dynacap.optimize(fn, backend=self.backend)
+        """``optimize(fn, backend=...)``'s capture, on a context of its own whose record counts this program."""
+        from dynacap import hook
+        from dynacap.backends import configured
+        from dynacap.capture import CaptureContext, CaptureRecord
+
+        self.record = CaptureRecord()
+        ctx = CaptureContext(configured(self.backend), record=self.record)
+
+        def captured(*args, **kwargs):
+            return hook.call_with_callback(ctx.callback, fn, *args, **kwargs)
+        return captured
 
     def reset(self) -> None:
         self.dynacap.reset()
+
+    def counts(self):
+        record = self.record
+        return len(record.graphs), len(record.break_reasons), [short_reason(r.reason) for r in record.break_reasons]
 
 
 class DynamoEngine(Engine):
@@ -57,10 +84,24 @@ class DynamoEngine(Engine):
         self.internal_dirs = tuple(os.path.join(torch_dir, d) + os.sep for d in ("_dynamo", "_functorch"))
 
     def wrap(self, fn):
-        return self.torch.compile(fn, backend=self.backend)
+        from torch._dynamo.backends.registry import lookup_backend
+
+        inner = lookup_backend(self.backend)
+        self.graphs = 0
+
+        def counting(gm, example_inputs):
+            self.graphs += 1
+            return inner(gm, example_inputs)
+        self.torch._dynamo.utils.counters.clear()
+        return self.torch.compile(fn, backend=counting)
 
     def reset(self) -> None:
         self.torch._dynamo.reset()
+
+    def counts(self):
+        breaks = self.torch._dynamo.utils.counters["graph_break"]
+        reasons = [short_reason(r) for r, n in breaks.items() for _ in range(n)]
+        return self.graphs, len(reasons), reasons
 
 
 def make_engine(spec: str) -> Engine:

@@ -16,7 +16,10 @@ Every feature is a *production*: a statement generator registered with a
 weight in ``STATEMENTS`` (``@statement("name", weight)``).  To add a feature,
 write a method taking ``(self, scope, depth)`` that returns source lines and
 register it; ``generate(seed, exclude=...)`` can switch productions off by
-name.  Expressions come from small weighted tables in ``Writer``.
+name.  ``GRAMMARS`` names the grammar's versions: ``v1`` is the grammar before
+the objects/sets/exceptions/stdlib families (issue 8), kept selectable for
+like-for-like figures (``exclusions_for("v1")`` switches off every later
+production; with them off a seed writes the same program as before).  Expressions come from small weighted tables in ``Writer``.
 
 This module only writes text: it never runs the programs (see ``runner``).
 """
@@ -63,6 +66,16 @@ EXPRESSION_FEATURES = {
     "tensor_branch": "an if/while condition on a tensor value (graph break)",
     "bool_k": "the argument k is True in some call (not a production: see inputs.make_args)",
 }
+
+
+#: The statement productions of grammar v1 (every later one is switched off to write a v1 program).
+V1_STATEMENTS = frozenset("""
+    assign_tensor assign_num assign_scalar augassign inplace_method list_local list_mutate dict_mutate obj_attr
+    global_write print_buf print_stdout if_else for_range for_list while_loop loop_exit no_grad try_except raise_if
+    early_return raising_op unpack comprehension nested_function lambda closure_nonlocal cell_after_break
+    recursive_helper varargs_helper generator del_local del_arg locals_read defaultdict_group ordered_dict chain_zip
+    box_object set_numbers set_tensors global_set match_stmt""".split())
+GRAMMARS = ("full", "v1")
 
 
 def statement(name: str, weight: float):
@@ -352,6 +365,17 @@ def generate(seed: int, exclude=(), *, size: int = 5) -> Program:
     from . import productions  # noqa: F401  (registers the statement productions)
 
     return Writer(seed, exclude, size=size).program()
+
+
+def exclusions_for(grammar: str) -> list[str]:
+    """The productions to switch off to write programs of ``grammar`` (one of ``GRAMMARS``)."""
+    from . import productions  # noqa: F401
+
+    if grammar == "full":
+        return []
+    if grammar == "v1":
+        return sorted(set(STATEMENTS) - V1_STATEMENTS)
+    raise ValueError(f"unknown grammar {grammar!r}; known: {', '.join(GRAMMARS)}")
 
 
 def production_names() -> list[str]:

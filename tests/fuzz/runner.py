@@ -6,7 +6,8 @@ with the engine, calls it ``inputs.CALLS`` times with the arguments of
 ``inputs.make_args`` and returns a ``Run``: per call an ``Observation`` (a
 snapshot of the result, the arguments after the call, the module's ``G_*``
 globals, printed text, the exception), plus the internal-error warnings the
-engine emitted.  Snapshots copy tensors and containers and replace a second
+engine emitted and what it compiled (graphs, graph breaks and their
+reasons, from ``Engine.counts``).  Snapshots copy tensors and containers and replace a second
 reference to the same tensor/list/dict/object by an ``("<alias>", path)``
 marker, so lost aliasing shows up as a difference.  It compares nothing
 (see ``classify``).
@@ -52,6 +53,10 @@ class Run:
     engine: str
     calls: list[Observation] = field(default_factory=list)
     internal_warnings: list[str] = field(default_factory=list)
+    #: Graphs compiled and graph breaks met over all calls (None: the engine does not count, eager).
+    graphs: int | None = None
+    breaks: int | None = None
+    break_reasons: list[str] = field(default_factory=list)
 
 
 def snapshot(value, memo: dict, path: str):
@@ -115,6 +120,9 @@ def run_program(source: str, seed: int, engine, calls=range(CALLS), exclude=()) 
             for call in calls:
                 args = make_args(seed, call, bool_k="bool_k" not in exclude)
                 run.calls.append(_call(fn, args, module, filename, engine))
+            counted = engine.counts()
+            if counted is not None:
+                run.graphs, run.breaks, run.break_reasons = counted
         marker = engine.internal_warning
         run.internal_warnings = [str(w.message) for w in caught if marker and marker in str(w.message)]
     finally:
