@@ -23,7 +23,8 @@ import warnings
 import weakref
 from dataclasses import dataclass, field
 
-from . import _C, config, hook, logs
+from . import config, hook, logs
+from ._C import set_callback
 import torch
 
 from .codegen import resume
@@ -337,11 +338,11 @@ def run_without_capture(compiled):
         return compiled
 
     def run_graph(*args):
-        previous = _C.set_callback(None)
+        previous = set_callback(None)
         try:
             return compiled(*args)
         finally:
-            _C.set_callback(previous)
+            set_callback(previous)
 
     run_graph.compiled = compiled
     return run_graph

@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import weakref
 
-from . import _C
+# Imported from the C extension: ``call_with_callback(callback, fn, *args, **kwargs)`` is
+# ``fn(*args, **kwargs)`` with ``callback`` as this thread's frame callback, restored afterwards (the
+# per-call path of ``optimize``); ``drop_entries(code, guard)`` drops the entries of ``code`` whose
+# guard is ``guard``.
+from ._C import cache_entries as _entries_of, call_with_callback, clear_cache, drop_entries, set_skip  # noqa: F401
 
 #: id(code) -> weak reference, for every code given an entry or a skip mark.  By identity: code
 #: objects compare equal by value, and an unhooked copy (``code.replace()``) must not hide the original.
 _tracked: dict[int, weakref.ref] = {}
-
-
-#: ``call_with_callback(callback, fn, *args, **kwargs)``: ``fn(*args, **kwargs)`` with ``callback``
-#: as this thread's frame callback, restored afterwards (in C: the per-call path of ``optimize``).
-call_with_callback = _C.call_with_callback
 
 
 def track(code) -> None:
@@ -30,12 +29,12 @@ def track(code) -> None:
 
 
 def skip(code) -> None:
-    _C.set_skip(code)
+    set_skip(code)
     track(code)
 
 
 def cache_entries(code) -> list:
-    return _C.cache_entries(code)
+    return _entries_of(code)
 
 
 def entries_made_by(owner) -> list[tuple]:
@@ -48,13 +47,9 @@ def entries_made_by(owner) -> list[tuple]:
     return found
 
 
-#: ``drop_entries(code, guard)``: drop the entries of ``code`` whose guard is ``guard``.
-drop_entries = _C.drop_entries
-
-
 def reset_all() -> None:
     for ref in list(_tracked.values()):
         code = ref()
         if code is not None:
-            _C.clear_cache(code)
+            clear_cache(code)
     _tracked.clear()

@@ -17,7 +17,7 @@ import re
 
 import torch
 
-from .. import _C
+from .._C import GuardProgram
 from .program import lower
 from .guard import COMPLEX_BITS, FLOAT_BITS, SHAPE, STRIDE, VARIABLE, Guard, GuardSet, WeakGuarded, same_constant
 
@@ -117,7 +117,7 @@ def compile_guards(guard_set: GuardSet, builtins_dict: dict | None = None, *, py
         return CompiledGuard(guards, _compile(source, scope), source)
     lowered = lower(guards, builtins_dict)
     fallback = _compile(*_python_check(lowered.python, builtins_dict)) if lowered.python else None
-    program = _C.GuardProgram(tuple(lowered.steps), tuple(lowered.checks), fallback)
+    program = GuardProgram(tuple(lowered.steps), tuple(lowered.checks), fallback)
     lines = lowered.lines + [f"python: {g.description}" for g in lowered.python]
     return CompiledGuard(guards, program, source, lines, scope)
 

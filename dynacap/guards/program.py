@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .. import _C
+from .._C import _guard_setup, _tensor_meta
 from ..source import (
     AttrSource,
     BuiltinSource,
@@ -422,7 +422,7 @@ def _setup() -> bool:
         lib = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))
         names = ("dtype", "device_type", "device_index", "dim", "sizes", "strides")
         addresses = tuple(ctypes.cast(getattr(lib, f"aoti_torch_get_{n}"), ctypes.c_void_p).value for n in names)
-        _C._guard_setup(addresses, torch._C.TensorBase.__dict__["requires_grad"], torch._C.TensorBase)
+        _guard_setup(addresses, torch._C.TensorBase.__dict__["requires_grad"], torch._C.TensorBase)
     except (OSError, AttributeError, KeyError, TypeError, ValueError):
         return False
     probes = [torch.randn(2, 3, 5, dtype=torch.float64).transpose(0, 2).requires_grad_(),
@@ -430,7 +430,7 @@ def _setup() -> bool:
               torch.empty(0, 7, dtype=torch.bool)[:, ::2]]
     seen = {}
     for t in probes:
-        dtype, device_type, _, size, stride, requires_grad = _C._tensor_meta(t)
+        dtype, device_type, _, size, stride, requires_grad = _tensor_meta(t)
         if (size, stride, requires_grad) != (tuple(t.shape), t.stride(), t.requires_grad):
             return False
         if seen.setdefault(dtype, t.dtype) is not t.dtype or device_type != 0:
@@ -453,7 +453,7 @@ def _tensor_ints(spec: TensorSpec) -> tuple | None:
 def _code(key, probe):
     if key not in _codes:
         try:
-            _codes[key] = _C._tensor_meta(probe())
+            _codes[key] = _tensor_meta(probe())
         except Exception:  # a dtype or device torch cannot make a tensor of: Python checks it
             _codes[key] = None
     return _codes[key]

@@ -151,12 +151,12 @@ def _apply_target(function_class: type):
     """
     target = _APPLY_TARGETS.get(function_class)
     if target is None:
-        from .. import _C
+        from .._C import call_with_callback
 
         apply = function_class.apply
 
         def target(*args, **kwargs):
-            return _C.call_with_callback(None, apply, *args, **kwargs)
+            return call_with_callback(None, apply, *args, **kwargs)
 
         target.__name__ = target.__qualname__ = f"{function_class.__name__}_apply"
         target.__module__ = function_class.__module__
