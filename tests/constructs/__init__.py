@@ -1,0 +1,59 @@
+"""Construct programs (issue 8): each one Python construct around tensor ops, registered by family.
+
+A program is a plain function of tensors (and sometimes ints, lists or dicts) that
+``tests/test_constructs.py`` runs eagerly and under ``dynacap.optimize(fullgraph=True)``, and
+``benchmarks/constructs.py`` under both dynacap and torch.compile.  Each family is one module of
+this package (its name is the family); importing the package registers them all in ``PROGRAMS``.
+This package must not import dynacap: the programs are ordinary Python, engine-independent.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import typing
+
+import torch
+
+FAMILIES = ("objects", "dunders", "records", "builtins_", "stdlib", "exceptions", "control")
+
+
+@dataclasses.dataclass
+class Construct:
+    name: str
+    family: str
+    fn: typing.Callable
+    inputs: typing.Callable[[], tuple]
+
+    def build(self) -> tuple:
+        """Fresh inputs, the same on every call (seeded)."""
+        torch.manual_seed(0)
+        return self.inputs()
+
+
+PROGRAMS: dict[str, Construct] = {}
+
+
+def x4():
+    return (torch.randn(4),)
+
+
+def xy():
+    return (torch.randn(4), torch.randn(4))
+
+
+def x23():
+    return (torch.randn(2, 3),)
+
+
+def construct(inputs=x4):
+    """Register the decorated function as a program of its module's family."""
+    def register(fn):
+        family = fn.__module__.rsplit(".", 1)[-1].rstrip("_")
+        assert fn.__name__ not in PROGRAMS, f"two programs named {fn.__name__}"
+        PROGRAMS[fn.__name__] = Construct(fn.__name__, family, fn, inputs)
+        return fn
+    return register
+
+
+for _family in FAMILIES:
+    importlib.import_module(f"{__name__}.{_family}")

@@ -1,0 +1,101 @@
+"""Construct programs (issue 8 must-show): each one Python construct around tensor ops, one graph under fullgraph.
+
+The programs live in ``tests/constructs/`` by family (object model, dunders, records, builtins,
+standard library, exceptions and context managers, control flow).  Each test runs a program
+eagerly and twice under ``dynacap.optimize(fn, fullgraph=True)`` with a counting eager backend
+(fresh inputs each run) and compares results, inputs after the call, printed text and raised
+exceptions (``tests/differential.py``); the capture must be exactly one graph over both calls.
+
+Programs dynacap does not capture in one graph today are in ``constructs/known_breaks.py`` with
+the reason it gives, as strict xfails: each turns into a failure the day it is captured, so the
+table is regenerated (``benchmarks/constructs.py --known-breaks``).  A result different from
+eager is never a known break; such an entry's reason starts with "WRONG RESULT:".
+``benchmarks/constructs.py`` runs the same programs under torch.compile, side by side.
+"""
+import warnings
+
+import pytest
+
+import dynacap
+from constructs import PROGRAMS, Construct
+from constructs.known_breaks import KNOWN_BREAKS
+from differential import CountingBackend, clone_inputs, compare_outcomes, run_once
+
+INTERNAL_ERROR = "dynacap: internal error"
+
+#: Wrong results found (also in /work/coord/requests-constructs.md), by hand: the generated table gives
+#: these reasons to the programs, instead of the bare assertion message.
+WRONG_RESULTS = {
+    "dataclass_eq": "WRONG RESULT: `Frozen(1, 2) == Frozen(1, 2)` is False under dynacap (eager: True): `==` "
+                    "between two objects made in the trace answers identity, not the class's `__eq__`",
+}
+
+
+class InternalError(AssertionError):
+    """The capture failed inside dynacap (its 'internal error' warning): a bug, never a break."""
+
+
+def run_captured(prog: Construct, backend=None) -> int:
+    """Eager and two fullgraph dynacap runs of ``prog``; every observable must match. Returns the graph count.
+
+    Raises ``dynacap.Unsupported`` when dynacap cannot capture the program in one graph and
+    ``InternalError`` when capture failed inside dynacap.
+    """
+    args = prog.build()
+    counting = CountingBackend(backend)
+    compiled = dynacap.optimize(prog.fn, backend=counting, fullgraph=True)
+    for call in range(2):
+        e_args, e_kwargs = clone_inputs((args, {}))
+        eager = run_once(prog.fn, e_args, e_kwargs, capture_stdout=True)
+        c_args, c_kwargs = clone_inputs((args, {}))
+        with warnings.catch_warnings():
+            warnings.filterwarnings("error", message=INTERNAL_ERROR)
+            captured = run_once(compiled, c_args, c_kwargs, capture_stdout=True)
+        error = captured.exception
+        if isinstance(error, dynacap.Unsupported):
+            raise error
+        if isinstance(error, UserWarning) and str(error).startswith(INTERNAL_ERROR):
+            raise InternalError(str(error))
+        compare_outcomes(eager, captured, f"call {call}")
+    return counting.compiles
+
+
+def _param(name):
+    reason = KNOWN_BREAKS.get(name)
+    if reason is None:
+        return pytest.param(name, id=name)
+    # raises=: a known break must fail as a break (fullgraph's Unsupported), never as a wrong result.
+    if reason.startswith("WRONG RESULT:"):
+        raises = AssertionError
+    elif reason.startswith("INTERNAL ERROR:"):
+        raises = InternalError
+    elif reason.endswith(" graphs"):
+        raises = AssertionError
+    else:
+        raises = dynacap.Unsupported
+    return pytest.param(name, id=name, marks=pytest.mark.xfail(strict=True, raises=raises, reason=reason))
+
+
+@pytest.mark.parametrize("name", [_param(n) for n in PROGRAMS])
+def test_construct(name):
+    assert run_captured(PROGRAMS[name]) == 1
+
+
+def test_enough_programs():
+    assert len(PROGRAMS) >= 200
+    assert set(KNOWN_BREAKS) <= set(PROGRAMS)
+
+
+def test_benchmark_table(capsys):
+    """``benchmarks/constructs.py`` on two programs: a row per family, totals, no wrong result."""
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "constructs.py"
+    spec = importlib.util.spec_from_file_location("constructs_benchmark", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.main(["new_object_method", "closure_read"]) == 0
+    out = capsys.readouterr().out
+    assert "| objects | 1 | 1 | 1 | 0 | 0 |" in out and "| control | 1 | 1 | 1 | 0 | 0 |" in out
+    assert "programs: 2" in out and "results different from eager: none" in out
