@@ -7,6 +7,7 @@ concatenation and repetition build new containers.
 from __future__ import annotations
 
 import operator
+import types
 
 from ..errors import GraphBreak
 from .base import Value
@@ -18,7 +19,7 @@ from .iterators import PullIterator, contains
 from .keyed_dicts import KeyedDictValue
 from .module import ModuleValue
 from .numpy_ns import is_numpy_array, numpy_operator
-from .objects import ObjectValue
+from .objects import ObjectValue, class_lookup
 from .symbolic import SymNumberValue
 from .tensor import TensorValue
 
@@ -101,10 +102,67 @@ def compare_op(tx, symbol: str, a: Value, b: Value) -> Value:
     if a.is_constant() and b.is_constant():
         return ConstantValue(fn(a.as_constant(), b.as_constant()))
     if symbol in ("==", "!="):
+        if _defines_equality(a) or _defines_equality(b):
+            return _rich_equality(tx, symbol, a, b)
         same = identical(a, b)
         if same is not None:
             return ConstantValue(same if symbol == "==" else not same)
     raise GraphBreak(f"comparing {a.describe()} {symbol} {b.describe()} is not supported")
+
+
+_OBJECT_EQ, _OBJECT_NE = object.__dict__["__eq__"], object.__dict__["__ne__"]
+#: Built-in types whose ``==`` answers NotImplemented for an object of a user class.
+_SCALARS = (int, float, complex, str, bytes, bool, type(None))
+
+
+def _object_class(v: Value) -> type | None:
+    """The class of a user object (made in the trace or read from the frame), else None."""
+    return v.python_type() if isinstance(v, (NewObjectValue, ObjectValue)) else None
+
+
+def _defines_equality(v: Value) -> bool:
+    """A user object whose class has an ``__eq__`` or ``__ne__`` of its own: ``==`` is not identity."""
+    cls = _object_class(v)
+    return cls is not None and (class_lookup(cls, "__eq__") is not _OBJECT_EQ
+                                or class_lookup(cls, "__ne__") is not _OBJECT_NE)
+
+
+def _rich_equality(tx, symbol: str, a: Value, b: Value) -> Value:
+    """``a == b`` / ``a != b`` by CPython's protocol: the left operand's method, then the right one's
+    (first when its class is a subclass overriding it), then identity; methods in Python are inlined."""
+    name = "__eq__" if symbol == "==" else "__ne__"
+    order = [(a, b), (b, a)]
+    ca, cb = _object_class(a), _object_class(b)
+    if ca is not None and cb is not None and cb is not ca and issubclass(cb, ca) \
+            and class_lookup(cb, name) is not class_lookup(ca, name):
+        order.reverse()
+    for left, right in order:
+        result = _equality_method(tx, name, left, right)
+        if not (result.is_constant() and result.as_constant() is NotImplemented):
+            return result
+    same = identical(a, b)
+    if same is None:
+        raise GraphBreak(f"comparing {a.describe()} {symbol} {b.describe()} cannot be decided while capturing")
+    return ConstantValue(same if symbol == "==" else not same)
+
+
+def _equality_method(tx, name: str, left: Value, right: Value) -> Value:
+    """What ``type(left).<name>(left, right)`` returns (NotImplemented included)."""
+    if left.is_constant() and type(left.as_constant()) in _SCALARS:
+        return ConstantValue(NotImplemented)  # `right` is a user object: not of the scalar's type
+    cls = _object_class(left)
+    method = class_lookup(cls, name) if cls is not None else None
+    if method is _OBJECT_EQ:
+        return ConstantValue(True) if identical(left, right) else ConstantValue(NotImplemented)
+    if method is _OBJECT_NE:
+        # object.__ne__ inverts the class's own __eq__, unless that is NotImplemented.
+        result = _equality_method(tx, "__eq__", left, right)
+        if result.is_constant() and result.as_constant() is NotImplemented:
+            return result
+        return ConstantValue(not result.truth(tx))
+    if type(method) is types.FunctionType:
+        return left.getattr(tx, name).call(tx, [right], {})
+    raise GraphBreak(f"`{name}` of {left.describe()} is not a Python function; `==` on it is not captured")
 
 
 def holds_symbolic(v: Value) -> bool:

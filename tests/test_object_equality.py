@@ -1,0 +1,85 @@
+"""``==`` and ``!=`` on user objects follow CPython's rich-comparison protocol, never plain identity.
+
+The class's own ``__eq__``/``__ne__`` is inlined (left operand first, the
+right one's first when its class is a subclass overriding it, then identity);
+``object.__ne__`` inverts the class's ``__eq__``.  Found by the construct
+suite: two objects made in the trace compared by identity (``E(1) == E(1)``
+gave False where eager gives True).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from differential import assert_fully_captured, run_differential
+
+
+class Point:
+    def __init__(self, a):
+        self.a = a
+
+    def __eq__(self, other):
+        return isinstance(other, Point) and self.a == other.a
+
+
+class NeverEqual(Point):
+    def __eq__(self, other):
+        return False
+
+
+class Plain:
+    def __init__(self, a):
+        self.a = a
+
+
+class OnlyNe:
+    def __init__(self, a):
+        self.a = a
+
+    def __ne__(self, other):
+        return "different"
+
+
+@dataclasses.dataclass
+class Record:
+    a: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Frozen:
+    a: int
+
+
+PROGRAMS = {
+    "own_eq": lambda x: x + (Point(1) == Point(1)),
+    "own_eq_differs": lambda x: x + (Point(1) == Point(2)) + (Point(1) != Point(2)),
+    "ne_inverts_own_eq": lambda x: x + (Point(1) != Point(1)),
+    "plain_is_identity": lambda x: x + (Plain(1) == Plain(1)) + (Plain(1) != Plain(1)),
+    "plain_same_object": lambda x: (lambda p: x + (p == p) + (p != p))(Plain(1)),
+    "dataclass_eq": lambda x: x + (Record(1) == Record(1)) + (Record(1) != Record(2)),
+    "frozen_dataclass_eq": lambda x: x + (Frozen(1) == Frozen(1)),
+    "subclass_reflected_first": lambda x: x + (Point(1) == NeverEqual(1)),
+    "against_scalars": lambda x: x + (Point(1) == 3) + (3 == Plain(2)) + (Plain(1) != None),  # noqa: E711
+    "only_ne_defined": lambda x: x + len(OnlyNe(1) != OnlyNe(1)) + (OnlyNe(1) == OnlyNe(1)),
+    "eq_returning_a_tensor": lambda x: x * (Record(x.sum().item() > 0) == Record(True)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_equality_of_objects_made_in_the_trace(name):
+    fn = PROGRAMS[name]
+    run_differential(fn, torch.randn(3))
+    if name != "eq_returning_a_tensor":
+        assert_fully_captured(fn, torch.randn(3))
+
+
+def test_equality_of_frame_objects_with_their_own_eq():
+    def f(x, a, b):
+        return x + (a == b) + (a != b)
+
+    run_differential(f, torch.zeros(2), Point(1), Point(1))
+    run_differential(f, torch.zeros(2), Point(1), Point(2))
+    p = Point(3)
+    run_differential(f, torch.zeros(2), p, p)
