@@ -1497,8 +1497,6 @@ KNOWN_BREAKS: Dict[str, str] = {
     "requires_grad_on_new":
         '`tensor.requires_grad_()` makes a tensor require grad, which a graph cannot do for its backends;'
         ' it runs eagerly between two graphs',
-    "sequential_made_in_forward":
-        'creating a module (Sequential) inside the captured code',
     "normal_kl_divergence":
         'a dict with non-constant keys',
     "checkpoint_sequential_segments":
@@ -1516,7 +1514,7 @@ KNOWN_BREAKS: Dict[str, str] = {
     "namedtuple_output":
         'creating a Pair object in captured code: it derives from the built-in class tuple',
     "counter_of_names":
-        'creating a Counter object in captured code: it derives from the built-in class dict',
+        'call to Counter.__init__, which dynacap does not capture (skipped file)',
     "dataclass_made_in_forward":
         'call to asdict, which dynacap does not capture (skipped file)',
     "catch_warnings_block":

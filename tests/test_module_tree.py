@@ -114,3 +114,31 @@ def test_weight_clipping_through_parameters_and_data():
     for e, c in zip(eager.parameters(), captured.parameters()):
         torch.testing.assert_close(c, e)
         assert c.abs().max() <= 0.01
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_sequential_made_in_forward_of_frame_and_new_layers(backend):
+    """``nn.Sequential(self.fc, nn.ReLU())`` in forward: one graph; returned, it is a new container each call
+    holding the module's own child."""
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(3, 3)
+
+        def forward(self, x):
+            seq = nn.Sequential(self.fc, nn.ReLU(), nn.Tanh())
+            return seq(x), seq[1:](x), len(seq), seq
+
+    net = Net()
+    compiled = dynacap.optimize(net, backend=backend)
+    x = torch.randn(2, 3)
+    first, second = compiled(x), compiled(x)
+    expected = net(x)
+    for got in (first, second):
+        torch.testing.assert_close(got[0], expected[0])
+        torch.testing.assert_close(got[1], expected[1])
+        assert got[2] == 3 and type(got[3]) is nn.Sequential and got[3][0] is net.fc
+        assert [type(m) for m in got[3]] == [nn.Linear, nn.ReLU, nn.Tanh]
+    assert first[3] is not second[3]
+    explained = dynacap.explain(Net())(x)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0)

@@ -392,6 +392,8 @@ def create_layer(cls: type, args: list, kwargs: dict) -> "ModuleValue":
     """
     from .base import constant_args
 
+    if cls is torch.nn.Sequential and not kwargs and args and all(isinstance(a, ModuleValue) for a in args):
+        return MadeSequentialValue.create(args)
     const = constant_args(args, kwargs)
     if const is None or not cls.__module__.startswith("torch.nn."):
         raise GraphBreak(f"creating a module ({cls.__name__}) inside the captured code")
@@ -469,3 +471,36 @@ def _global_hooks() -> bool:
 
     return bool(module_impl._global_forward_hooks or module_impl._global_forward_pre_hooks
                 or module_impl._global_backward_hooks)
+
+
+class MadeSequentialValue(ModuleSliceValue):
+    """``nn.Sequential(a, b)`` of modules, made in captured code: a container of the children's values.
+
+    The container holds no state of its own, so making it changes nothing; calling it runs each
+    child as ``Sequential.forward`` does (their own values, with their own guards).  When it leaves
+    the graph it is made again from the children, one new object per run, as eager makes one.
+    """
+
+    @classmethod
+    def create(cls, children: list) -> "MadeSequentialValue":
+        from torch.nn.modules import module as module_impl
+
+        if module_impl._global_module_registration_hooks:
+            raise GraphBreak("creating a module (Sequential) inside the captured code while a global module "
+                             "registration hook is installed (it would run)")
+        return cls(list(children), torch.nn.Sequential)
+
+    def describe(self):
+        return f"Sequential of {len(self.items)} made in the captured code"
+
+    def reconstruct(self, cg):
+        cg.build_once(self, self._build)
+
+    def _build(self, cg) -> None:
+        cg.append("PUSH_NULL")
+        cg.load_const(torch.nn.Sequential)
+        for child in self.items:
+            child.reconstruct(cg)
+        cg.append("PRECALL", len(self.items))
+        cg.append("CALL", len(self.items))
+
