@@ -604,6 +604,16 @@ class WithMeta(metaclass=Meta):
         self.a = a
 
 
+class CallingMeta(type):
+    def __call__(cls, *args):
+        return super().__call__(*args)
+
+
+class WithCallingMeta(metaclass=CallingMeta):
+    def __init__(self, a):
+        self.a = a
+
+
 class Hooked:
     def __init__(self, a):
         self.a = a
@@ -650,11 +660,12 @@ class OwnNew:
 
 
 @pytest.mark.parametrize("cls, why", [
-    (Slotted, "__slots__"), (WithMeta, "metaclass Meta"), (Hooked, "__setattr__"), (Fallback, "__getattr__"),
-    (Pair, "built-in class tuple"), (Failure, "built-in class Exception"), (Layer, "torch.nn"),
-    (Finalized, "__del__"), (OwnNew, "__new__"),
+    (Slotted, "__slots__"), (CallingMeta, "metaclass CallingMeta has its own __call__"),
+    (Pair, "built-in class tuple"), (Layer, "torch.nn"), (Finalized, "__del__"), (OwnNew, "__new__"),
 ], ids=lambda v: v.__name__ if isinstance(v, type) else None)
 def test_unsupported_classes_break_with_a_reason(cls, why):
+    cls = WithCallingMeta if cls is CallingMeta else cls
+
     def make(x):
         obj = cls(x) if cls not in (Pair, Layer) else cls()
         return x + 1, type(obj).__name__
@@ -709,3 +720,34 @@ def _delete_missing(x):
 
 def test_del_of_a_missing_attribute_raises_as_eager():
     run_differential(_delete_missing, torch.randn(3))
+
+
+class Recording:
+    """``__setattr__`` and ``__getattr__`` of its own: inlined where eager calls them."""
+
+    def __init__(self, a):
+        self.a = a
+        self.b = a + 1
+
+    def __setattr__(self, k, v):
+        object.__setattr__(self, k, v * 2 if k == "b" else v)
+
+    def __getattr__(self, k):
+        return self.a * 10 if k == "missing" else None
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("cls", [WithMeta, Recording], ids=lambda c: c.__name__)
+def test_metaclass_without_call_and_attribute_hooks_are_captured(cls, backend):
+    def make(x):
+        obj = cls(x)
+        obj.c = x * 3
+        extra = obj.missing if cls is Recording else obj.a
+        return obj.a + obj.c + extra, obj.__dict__.get("b"), "c" in obj.__dict__, obj
+
+    def observed(x):
+        *result, obj = make(x)
+        return result, type(obj), vars(obj)
+
+    run_differential(observed, torch.ones(2), backend=CountingBackend(inner=backend))
+    assert_fully_captured(make, torch.ones(2))

@@ -4,6 +4,7 @@ from __future__ import annotations
 from ..errors import GraphBreak
 from ..values.constant import ConstantValue
 from ..values.containers import DictValue, ListValue, TupleValue
+from ..values.objects import ObjectValue
 from ..values.sets import SetValue, set_add, set_update
 from ..values.symbolic import SymNumberValue, SymSliceValue
 from ..values.tensor import TensorValue
@@ -173,6 +174,8 @@ def _delete_subscr(tx, ins):
             raise GraphBreak(f"`del` of key {key!r} missing from {container.describe()} (KeyError at run time)")
         container.mutate(tx)
         del container.items[key]
+    elif isinstance(container, ObjectValue):
+        container.call_special(tx, "__delitem__", [index], "`del` of an item")
     else:
         raise GraphBreak(f"`del` of an item of {container.describe()}")
 

@@ -304,7 +304,8 @@ def _reversed(tx, args, kwargs):
     return TupleValue(list(reversed(args[0].iterate(tx))))
 
 
-def _dict(tx, args, kwargs):
+def dict_items(tx, args, kwargs) -> dict:
+    """The items ``dict(*args, **kwargs)`` holds, by constant key."""
     items = {}
     if args:
         if isinstance(args[0], DictValue):
@@ -314,7 +315,11 @@ def _dict(tx, args, kwargs):
                 k, v = pair.iterate(tx)
                 items[k.as_constant()] = v
     items.update(kwargs)
-    return DictValue(items)
+    return items
+
+
+def _dict(tx, args, kwargs):
+    return DictValue(dict_items(tx, args, kwargs))
 
 
 def _ordered_dict(tx, args, kwargs):

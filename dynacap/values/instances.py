@@ -28,6 +28,7 @@ from .objects import _MISSING, _OBJECT_CLASS, ObjectValue, _is_data_descriptor, 
 
 _OBJECT_NEW = object.__dict__["__new__"]
 _OBJECT_INIT = object.__dict__["__init__"]
+_TYPE_CALL = type.__dict__["__call__"]
 _HEAP_TYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made by a ``class`` statement
 _ABSTRACT = 1 << 20  # Py_TPFLAGS_IS_ABSTRACT: abstract methods left (``object.__new__`` raises)
 #: Metaclasses whose ``__call__`` is ``type.__call__`` (``__new__`` then ``__init__``).
@@ -36,12 +37,17 @@ _PLAIN_METACLASSES = (type, abc.ABCMeta)
 
 def why_not_plain(cls: type) -> str | None:
     """What stops creating a ``cls`` instance in the trace, in words (None: nothing)."""
-    if type(cls) not in _PLAIN_METACLASSES:
-        return f"its metaclass {type(cls).__qualname__} may change what calling the class does"
+    from .subclasses import dict_base
+
+    if type(cls) not in _PLAIN_METACLASSES and class_lookup(type(cls), "__call__") is not _TYPE_CALL:
+        return f"its metaclass {type(cls).__qualname__} has its own __call__"
     if cls.__flags__ & _ABSTRACT:
         return "it has abstract methods (TypeError at run time)"
+    base = dict_base(cls)
     for klass in type.__dict__["__mro__"].__get__(cls)[:-1]:
         if not klass.__flags__ & _HEAP_TYPE:
+            if base is not None:
+                continue  # a dict or OrderedDict subclass: its items are a dict of the trace
             return f"it derives from the built-in class {klass.__qualname__}"
         if str(klass.__module__).split(".")[0] == "torch" and not _traced_torch_class(klass):
             return f"it derives from {klass.__module__}.{klass.__qualname__}"
@@ -50,16 +56,21 @@ def why_not_plain(cls: type) -> str | None:
     if not cls.__dictoffset__:
         return "its instances have no __dict__ (__slots__)"
     for hook in ("__getattribute__", "__getattr__", "__setattr__", "__delattr__"):
-        if lookup_hook(cls, hook) is not None and not _frozen_dataclass_hook(cls, hook):
-            return f"it has its own {hook}"
+        hook_function = lookup_hook(cls, hook)
+        if hook_function is None or _frozen_dataclass_hook(cls, hook):
+            continue
+        if hook in ("__getattr__", "__setattr__") and type(hook_function) is types.FunctionType:
+            continue  # inlined where eager calls it; rebuilding the object calls neither
+        return f"it has its own {hook}"
     if class_lookup(cls, "__class__") is not _OBJECT_CLASS:
         return "it has its own __class__"
     if class_lookup(cls, "__del__") is not _MISSING:
         return "it has a __del__ method (run when the object dies)"
-    if class_lookup(cls, "__new__") is not _OBJECT_NEW:
+    if class_lookup(cls, "__new__") is not (_OBJECT_NEW if base is None else class_lookup(base, "__new__")):
         return "it has its own __new__"
     init = class_lookup(cls, "__init__")
-    if init is not _OBJECT_INIT and type(init) is not types.FunctionType:
+    if init is not _OBJECT_INIT and type(init) is not types.FunctionType \
+            and (base is None or init is not class_lookup(base, "__init__")):
         return f"its __init__ is a {type(init).__name__}"
     return None
 
@@ -118,7 +129,11 @@ def instantiate(tx, cls_value: Value, args: list[Value], kwargs: dict[str, Value
     if init is _OBJECT_INIT:
         if args or kwargs:
             raise GraphBreak(f"{cls.__qualname__}() takes no arguments (TypeError at run time)")
-        return NewObjectValue(cls, class_source, tuple(_OPEN.get(id(tx.ctx), ())))
+        return _new_object(cls, class_source, tuple(_OPEN.get(id(tx.ctx), ())))
+    if type(init) is not types.FunctionType:  # the dict base's own __init__
+        obj = _new_object(cls, class_source, tuple(_OPEN.get(id(tx.ctx), ())))
+        obj.init_base(tx, args, kwargs)
+        return obj
     ctx = tx.ctx
     record = _Instantiation(ctx.mutations)
     stack = _OPEN.setdefault(id(ctx), [])
@@ -149,7 +164,7 @@ def instantiate(tx, cls_value: Value, args: list[Value], kwargs: dict[str, Value
 def _run_init(tx, cls, class_source, init, args, kwargs, born_in) -> tuple[Value, "NewObjectValue"]:
     from .wrap import wrap
 
-    obj = NewObjectValue(cls, class_source, born_in)
+    obj = _new_object(cls, class_source, born_in)
     # Through the class, so that assigning ``Cls.__init__`` (or a base's) recompiles.
     init_value = wrap(tx, init, AttrSource(class_source, "__init__"))
     calling, tx.calling = tx.calling, False  # __init__'s result is not the CALL's
@@ -159,11 +174,22 @@ def _run_init(tx, cls, class_source, init, args, kwargs, born_in) -> tuple[Value
         tx.calling = calling
 
 
+def _new_object(cls: type, class_source, born_in: tuple) -> "NewObjectValue":
+    """The value of a new ``cls`` object: a dict subclass has items besides its attributes."""
+    from .subclasses import NewDictObjectValue, dict_base
+
+    base = dict_base(cls)
+    if base is not None:
+        return NewDictObjectValue(cls, class_source, born_in, base)
+    return NewObjectValue(cls, class_source, born_in)
+
+
 class NewObjectValue(ObjectValue):
     """An instance created by the captured code: its attributes are the trace's (``attrs``)."""
 
-    def __init__(self, cls: type, class_source, born_in: tuple):
-        super().__init__(object.__new__(cls), None)
+    def __init__(self, cls: type, class_source, born_in: tuple, placeholder=None):
+        # The placeholder is made by a built-in ``__new__``, which runs no user code.
+        super().__init__(object.__new__(cls) if placeholder is None else placeholder, None)
         self.class_source = class_source
         #: Instance attributes in the order they were first written (the runtime ``__dict__``'s order).
         self.attrs: dict[str, Value] = {}
@@ -179,6 +205,15 @@ class NewObjectValue(ObjectValue):
     def written_attribute(self, tx, name: str) -> Value:
         # The placeholder's own ``__dict__`` stays empty: nothing else is an instance attribute.
         return self.attrs.get(name)
+
+    def setattr(self, tx, name, value):
+        """``obj.name = value``: the class's own ``__setattr__`` inlined (eager calls it), else the store."""
+        from .constant import ConstantValue
+
+        cls = type(self.obj)
+        if lookup_hook(cls, "__setattr__") is None or _frozen_dataclass_hook(cls, "__setattr__"):
+            return super().setattr(tx, name, value)
+        self.call_special(tx, "__setattr__", [ConstantValue(name), value], f"assigning `.{name}`")
 
     def store(self, tx, name, value):
         attr = class_lookup(type(self.obj), name)
@@ -215,10 +250,14 @@ class NewObjectValue(ObjectValue):
         cg.append("PRECALL", 1)
         cg.append("CALL", 1)
         cg.keep_shared(self)
+        self.fill_attributes(cg)
+        cg.load_shared(self)
+
+    def fill_attributes(self, cg) -> None:
+        """Emit the stores of its attributes into the shared runtime object's ``__dict__``."""
         for name, value in self.attrs.items():
             value.reconstruct(cg)
             cg.load_shared(self)
             cg.append("LOAD_ATTR", "__dict__")
             cg.load_const(name)
             cg.append("STORE_SUBSCR")
-        cg.load_shared(self)

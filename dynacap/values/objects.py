@@ -153,6 +153,11 @@ class ObjectValue(Value):
         model = _MIXIN_MODELS.get(method)
         if model is not None:
             return model(tx, self, args)
+        if type(method) in _BUILTIN_METHOD_TYPES:
+            bound = self.base_method(tx, name)
+            if bound is not None:
+                guard_class_attribute(tx, self, self.obj, name, method)
+                return bound.call(tx, args, {})
         if type(method) is not types.FunctionType:
             kind = "no" if method is _MISSING else f"a built-in ({type(method).__name__})"
             raise GraphBreak(f"{what} on {self.describe()}, whose class has {kind} {name}")
@@ -165,8 +170,27 @@ class ObjectValue(Value):
         finally:
             tx.calling = calling
 
+    def base_method(self, tx, name: str) -> Value | None:
+        """``name`` of the object's built-in ``dict`` base, bound to its items (reading only), or None."""
+        from .subclasses import base_method, builtin_owner, dict_base, frame_items
+
+        if self.source is None or dict_base(type(self.obj)) is None or builtin_owner(type(self.obj), name) is None:
+            return None
+        return base_method(tx, self, name, frame_items(tx, self), writable=False)
+
     def getitem(self, tx, index):
         return self.call_special(tx, "__getitem__", [index], "indexing")
+
+    def setitem(self, tx, index, value):
+        self.call_special(tx, "__setitem__", [index, value], "item assignment")
+
+    def iterate(self, tx):
+        """``iter(obj)`` where it is the built-in base's (a dict subclass: its keys)."""
+        if type(class_lookup(type(self.obj), "__iter__")) in _BUILTIN_METHOD_TYPES:
+            bound = self.base_method(tx, "__iter__")
+            if bound is not None:
+                return bound.call(tx, [], {}).iterate(tx)
+        return super().iterate(tx)
 
     def call(self, tx, args, kwargs):
         """``obj(*args)``: the class's ``__call__``, inlined with the object bound (its result is the CALL's)."""
@@ -186,10 +210,8 @@ class ObjectValue(Value):
         guarded by the answer alone.
         """
         method = class_lookup(type(self.obj), "__contains__")
-        if method in _BUILTIN_CONTAINS and item.is_constant():
+        if method in _BUILTIN_CONTAINS and item.is_constant() and self.source is not None:
             key = item.as_constant()
-            if self.source is None:
-                raise GraphBreak(f"`in` over {self.describe()} made outside the graph")
             try:
                 result = method(self.obj, key)
             except TypeError as e:
@@ -289,6 +311,8 @@ class _ModelledMethod(Value):
         return self.handler(tx, self.self_value, args)
 
 
+#: How CPython's own methods of built-in classes (``dict.keys``, ``dict.__len__``) appear in class dicts.
+_BUILTIN_METHOD_TYPES = (types.MethodDescriptorType, types.WrapperDescriptorType)
 #: CPython's own membership tests: they run no user code for a constant key.
 _BUILTIN_CONTAINS = {set.__contains__, frozenset.__contains__, dict.__contains__}
 
@@ -341,6 +365,11 @@ def generic_getattr(tx, value: ObjectValue, name: str) -> Value:
     if type(cls_attr) is types.FunctionType:
         guard_class_attribute(tx, value, obj, name, cls_attr)
         return modelled_method(cls_attr, value) or BoundMethodValue(UserFunctionValue(cls_attr), value)
+    if type(cls_attr) in _BUILTIN_METHOD_TYPES:
+        bound = value.base_method(tx, name)  # ``self.keys()`` of a dict subclass
+        if bound is not None:
+            guard_class_attribute(tx, value, obj, name, cls_attr)
+            return bound
     if isinstance(cls_attr, (staticmethod, classmethod)):
         return wrap(tx, cls_attr.__get__(obj, cls), attribute_source(value, obj, name))
     getter = class_lookup(type(cls_attr), "__get__")
@@ -375,7 +404,7 @@ def _data_descriptor(tx, value: ObjectValue, name: str, attr) -> Value:
         if name == "__class__":
             return wrap(tx, type(obj), None)  # covered by the type guard on the object
         if name == "__dict__" and value.class_source is not None:
-            raise GraphBreak(f"`__dict__` of {value.describe()} (its attributes are kept by the trace)")
+            return NewInstanceDictValue(value)
         if name == "__dict__" and value.source is not None:
             return InstanceDictValue(value)
         try:
@@ -440,6 +469,47 @@ class InstanceDictValue(Value):
         return self.entry(tx, key, None)
 
 
+class NewInstanceDictValue(Value):
+    """``obj.__dict__`` of an object made in the trace: its attributes (``attrs``), read by key."""
+
+    def __init__(self, owner: ObjectValue):
+        self.owner = owner
+
+    def describe(self):
+        return f"the __dict__ of {self.owner.describe()}"
+
+    def python_type(self):
+        return dict
+
+    def getattr(self, tx, name):
+        if name == "get":
+            return _DictGet(self)
+        raise GraphBreak(f"`.{name}` of {self.describe()} is not supported")
+
+    def entry(self, tx, key, default: Value | None) -> Value:
+        found = self.owner.attrs.get(key)
+        if found is not None:
+            return found
+        if default is None:
+            raise GraphBreak(f"{self.describe()}[{key!r}] is missing (KeyError at run time)")
+        return default
+
+    def getitem(self, tx, index):
+        return self.entry(tx, index.as_constant(), None)
+
+    def contains(self, tx, item) -> Value:
+        if not item.is_constant():
+            raise GraphBreak(f"`in` over {self.describe()} with {item.describe()}")
+        return ConstantValue(item.as_constant() in self.owner.attrs)
+
+    def truth(self, tx):
+        return bool(self.owner.attrs)
+
+    def reconstruct(self, cg) -> None:
+        self.owner.reconstruct(cg)
+        cg.append("LOAD_ATTR", "__dict__")
+
+
 class _DictGet(Value):
     def __init__(self, owner: InstanceDictValue):
         self.owner = owner
@@ -448,7 +518,7 @@ class _DictGet(Value):
         return f"{self.owner.describe()}.get"
 
     def call(self, tx, args, kwargs):
-        if kwargs or not 1 <= len(args) <= 2 or type(args[0].as_constant()) is not str:
+        if kwargs or not 1 <= len(args) <= 2 or not args[0].is_constant() or type(args[0].as_constant()) is not str:
             raise GraphBreak(f"{self.describe()} with these arguments")
         return self.owner.entry(tx, args[0].as_constant(), args[1] if len(args) > 1 else ConstantValue(None))
 

@@ -19,7 +19,7 @@ from .iterators import PullIterator, contains
 from .keyed_dicts import KeyedDictValue
 from .module import ModuleValue
 from .numpy_ns import is_numpy_array, numpy_operator
-from .objects import ObjectValue, class_lookup
+from .objects import NewInstanceDictValue, ObjectValue, class_lookup
 from .symbolic import SymNumberValue
 from .tensor import TensorValue
 
@@ -247,7 +247,7 @@ def contains_op(tx, item: Value, container: Value) -> bool:
         return any(matches)
     if isinstance(container, (IteratorValue, PullIterator)):
         return contains(tx, item, container)
-    if isinstance(container, ObjectValue):
+    if isinstance(container, (ObjectValue, NewInstanceDictValue)):
         # CPython calls bool() on what __contains__ returns.
         return container.contains(tx, item).truth(tx)
     raise GraphBreak(f"`in` over {container.describe()} is not supported")

@@ -14,7 +14,7 @@ import inspect
 from ..errors import GraphBreak
 from .base import Value
 from .constant import ConstantValue
-from .objects import GenericGetattrValue, GenericSetattrValue, ObjectValue, builtin_dict_get, modelled_method
+from .objects import _BUILTIN_METHOD_TYPES, GenericGetattrValue, GenericSetattrValue, ObjectValue, builtin_dict_get, modelled_method
 
 
 class SuperValue(Value):
@@ -54,9 +54,15 @@ class SuperValue(Value):
             if name == "__setattr__" and attr is _OBJECT_SETATTR and isinstance(self.self_value, ObjectValue):
                 # ``super().__setattr__(k, v)`` ending a class's own hook: the generic store.
                 return GenericSetattrValue(self.self_value)
-            if attr is _DICT_GET and isinstance(self.self_value, ObjectValue) \
+            if attr is _DICT_GET and isinstance(self.self_value, ObjectValue) and self.self_value.source is not None \
                     and issubclass(self.self_value.python_type(), dict):
                 return _BoundBuiltin(builtin_dict_get, self.self_value, "super().get")
+            if type(attr) in _BUILTIN_METHOD_TYPES and isinstance(self.self_value, ObjectValue) \
+                    and not klass.__flags__ & _HEAP_TYPE:
+                # ``super().__setitem__(k, v)`` in a dict subclass: the built-in base's, on the items.
+                bound = self.self_value.base_method(tx, name)
+                if bound is not None:
+                    return bound
             if attr is _OBJECT_INIT:
                 return _BoundBuiltin(_object_init, self.self_value, "super().__init__")
             if isinstance(attr, (staticmethod, classmethod)) or hasattr(type(attr), "__get__"):
@@ -70,6 +76,7 @@ _GENERIC_GETATTRIBUTE = {klass: klass.__dict__["__getattribute__"]
                          for klass in (object, dict, list, tuple, set, frozenset, int, float, str, bytes)}
 
 
+_HEAP_TYPE = 1 << 9
 _DICT_GET = dict.__dict__["get"]
 _OBJECT_INIT = object.__dict__["__init__"]
 _OBJECT_SETATTR = object.__dict__["__setattr__"]

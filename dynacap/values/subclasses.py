@@ -1,0 +1,223 @@
+"""Objects of user subclasses of ``dict`` and ``OrderedDict`` (HuggingFace's ``ModelOutput``).
+
+Such an object has two parts: its instance ``__dict__`` (attributes, as for
+any object) and the built-in dict it is (its items).  Made by the captured
+code (``NewDictObjectValue``), the items are a ``DictValue`` of the trace
+(``ItemStorage``) next to the attributes; read from the frame, the items are
+read past the class's own methods (``dict.__getitem__(obj, k)``) and guarded
+by the key list the base class's own ``keys`` gives.
+
+The class's Python methods (``__getitem__``, ``__setitem__``, ``to_tuple``...)
+are inlined as for any object; what they reach of the built-in base (the
+class's inherited ``keys``/``__len__``, ``super().__setitem__``) acts on the
+items.  The engine never calls the class's methods itself: a frame object's
+keys are read with the base's ``keys``, and an object made here is rebuilt by
+``Base.__new__(cls)``, ``Base.__setitem__(obj, k, v)`` per item and its
+``__dict__`` entries (no ``__init__``, ``__setitem__`` or ``__setattr__`` of
+the class runs).  Only reading methods of a frame object's items are modelled:
+changing them breaks.
+"""
+from __future__ import annotations
+
+import collections
+
+from ..errors import GraphBreak
+from ..source import DictStorageSource
+from .base import Value
+from .constant import ConstantValue, is_literal
+from .containers import DictValue, DictViewValue, IteratorValue
+from .instances import NewObjectValue
+
+_HEAP_TYPE = 1 << 9
+#: The built-in classes (MRO order, ``object`` last) a user class may derive from, by its dict base.
+_BASES = {(dict, object): dict, (collections.OrderedDict, dict, object): collections.OrderedDict}
+#: Methods of the built-in base that read the items; ``NewDictObjectValue`` also models the writes.
+_READING = frozenset({"__getitem__", "__len__", "__contains__", "__iter__", "keys", "values", "items", "get"})
+_WRITING = frozenset({"__setitem__", "__delitem__"})
+
+
+def dict_base(cls: type) -> type | None:
+    """``dict`` or ``OrderedDict`` when they (and ``object``) are the only built-in classes ``cls`` derives
+    from, else None."""
+    mro = type.__dict__["__mro__"].__get__(cls)
+    return _BASES.get(tuple(k for k in mro if not k.__flags__ & _HEAP_TYPE))
+
+
+def builtin_owner(cls: type, name: str) -> type | None:
+    """The built-in class whose own attribute ``cls.<name>`` is (a ``dict`` method), None if a Python class
+    of the MRO defines it first (or none does)."""
+    for klass in type.__dict__["__mro__"].__get__(cls):
+        if name in type.__dict__["__dict__"].__get__(klass):
+            return None if klass.__flags__ & _HEAP_TYPE else klass
+    return None
+
+
+class ItemStorage(DictValue):
+    """The items of a dict subclass object made in the trace: changing them changes the object."""
+
+    def __init__(self, owner: "NewDictObjectValue", base: type):
+        super().__init__({}, dict_type=base)
+        self.owner = owner
+
+    def describe(self):
+        return f"the items of {self.owner.describe()}"
+
+    def is_constant(self):
+        return False
+
+    def mutate(self, tx) -> None:
+        self.mutated = True
+        self.owner._changed(tx)
+
+    def reconstruct(self, cg):
+        self.owner.reconstruct(cg)
+
+
+def base_method(tx, value, name: str, items: DictValue, writable: bool) -> Value | None:
+    """``name`` of the built-in dict base bound to ``value`` (its items: ``items``), or None if not modelled."""
+    if name in _READING or writable and name in _WRITING:
+        return _BaseMethod(value, name, items)
+    if writable and name == "__init__":
+        return _BaseInit(value)
+    return None
+
+
+class _BaseInit(Value):
+    """``super().__init__(...)`` reaching the built-in dict base of an object made in the trace."""
+
+    def __init__(self, owner: "NewDictObjectValue"):
+        self.owner = owner
+
+    def describe(self):
+        return f"{self.owner.base.__name__}.__init__"
+
+    def call(self, tx, args, kwargs):
+        self.owner.init_base(tx, args, kwargs)
+        return ConstantValue(None)
+
+
+class _BaseMethod(Value):
+    """A method of the built-in base (``OrderedDict.keys``, ``dict.__setitem__``) bound to a subclass object."""
+
+    def __init__(self, owner: Value, name: str, items: DictValue):
+        self.owner = owner
+        self.name = name
+        self.items = items
+
+    def describe(self):
+        return f"method {self.name} of {self.owner.describe()}"
+
+    def call(self, tx, args, kwargs):
+        if kwargs:
+            raise GraphBreak(f"{self.describe()} with keyword arguments (TypeError at run time)")
+        return apply_base(tx, self.items, self.name, args, self.describe())
+
+
+def apply_base(tx, items: DictValue, name: str, args: list[Value], what: str) -> Value:
+    """The built-in dict method ``name`` on ``items``, as CPython's runs it (no method of a subclass runs)."""
+    arity = {"__getitem__": 1, "__contains__": 1, "__setitem__": 2, "__delitem__": 1, "__len__": 0,
+             "__iter__": 0, "keys": 0, "values": 0, "items": 0}.get(name)
+    if arity is not None and len(args) != arity or name == "get" and len(args) not in (1, 2):
+        raise GraphBreak(f"{what} with {len(args)} argument(s) (TypeError at run time)")
+    if name in ("keys", "values", "items"):
+        return DictViewValue(items, name)
+    if name == "__len__":
+        return ConstantValue(len(items.items))
+    if name == "__iter__":
+        return IteratorValue([ConstantValue(k) for k in items.items])
+    key = _constant_key(args[0], what)
+    if name == "__getitem__":
+        if key not in items.items:
+            raise GraphBreak(f"key {key!r} is not in {items.describe()} (KeyError at run time)")
+        return items.items[key]
+    if name == "get":
+        return items.items.get(key, args[1] if len(args) > 1 else ConstantValue(None))
+    if name == "__contains__":
+        return ConstantValue(key in items.items)
+    if name == "__delitem__":
+        if key not in items.items:
+            raise GraphBreak(f"`del` of key {key!r} missing from {items.describe()} (KeyError at run time)")
+        items.mutate(tx)
+        del items.items[key]
+        return ConstantValue(None)
+    items.mutate(tx)  # __setitem__
+    items.items[key] = args[1]
+    return ConstantValue(None)
+
+
+def _constant_key(key: Value, what: str):
+    if not key.is_constant() or not is_literal(key.as_constant()):
+        raise GraphBreak(f"{what} with the key {key.describe()} (only constant keys are tracked)")
+    return key.as_constant()
+
+
+class NewDictObjectValue(NewObjectValue):
+    """An object of a user subclass of ``dict``/``OrderedDict`` made in the trace: attributes and items."""
+
+    def __init__(self, cls: type, class_source, born_in: tuple, base: type):
+        super().__init__(cls, class_source, born_in, placeholder=base.__new__(cls))
+        self.base = base
+        self.storage = ItemStorage(self, base)
+
+    def base_method(self, tx, name: str) -> Value | None:
+        return base_method(tx, self, name, self.storage, writable=True)
+
+    def held_values(self) -> list[Value]:
+        return [*self.storage.items.values(), *self.attrs.values()]
+
+    def init_base(self, tx, args, kwargs) -> None:
+        """The base's own ``__init__`` (``dict.__init__(self, *args, **kw)``): its items updated."""
+        from .builtins import dict_items
+
+        if len(args) > 1:
+            raise GraphBreak(f"{self.base.__name__}.__init__ takes at most one positional argument "
+                             "(TypeError at run time)")
+        for key, value in dict_items(tx, args, kwargs).items():
+            apply_base(tx, self.storage, "__setitem__", [ConstantValue(key), value], "dict.__init__")
+
+    def reconstruct(self, cg) -> None:
+        """``Base.__new__(cls)``, its items through ``Base.__setitem__``, then its ``__dict__`` entries."""
+        if cg.load_shared(self):
+            return
+        for child in self.held_values():
+            if child.source is None and isinstance(child, (DictValue, NewObjectValue)) \
+                    or type(child).__name__ == "ListValue":
+                cg.share(child)  # the same runtime object in the items and the attributes
+        cg.append("PUSH_NULL")
+        cg.load_const(self.base.__new__)
+        cg.load_const(type(self.obj))  # the class is guarded by identity
+        cg.append("PRECALL", 1)
+        cg.append("CALL", 1)
+        cg.keep_shared(self)
+        setitem = type.__dict__["__dict__"].__get__(self.base).get("__setitem__") or dict.__setitem__
+        for key, value in self.storage.items.items():
+            cg.append("PUSH_NULL")
+            cg.load_const(setitem)
+            cg.load_shared(self)
+            cg.load_const(key)
+            value.reconstruct(cg)
+            cg.append("PRECALL", 3)
+            cg.append("CALL", 3)
+            cg.append("POP_TOP")
+        self.fill_attributes(cg)
+        cg.load_shared(self)
+
+
+def frame_items(tx, value) -> DictValue:
+    """The items of a dict subclass object read from the frame, past its class's methods, guarded by its
+    keys (in the base class's order); each item is read with ``dict.__getitem__`` and guarded as read."""
+    from .wrap import wrap
+
+    cached = getattr(value, "frame_items", None)
+    if cached is not None:
+        return cached
+    base = dict_base(type(value.obj))
+    keys = list(type.__dict__["__dict__"].__get__(base).get("keys", dict.keys)(value.obj))
+    if not all(type(k) is str for k in keys):
+        raise GraphBreak(f"the items of {value.describe()} have keys other than strings")
+    tx.guards.add("EQUALS_MATCH", value.source, "list({m}({s})) == {keys}",
+                  f"keys of {value.describe()} == {keys}", m=base.keys, keys=keys)
+    items = DictValue({k: wrap(tx, dict.__getitem__(value.obj, k), DictStorageSource(value.source, k))
+                       for k in keys}, dict_type=base)
+    value.frame_items = items
+    return items

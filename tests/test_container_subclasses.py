@@ -1,0 +1,199 @@
+"""Objects of user subclasses of ``dict``/``OrderedDict`` (the ``ModelOutput`` pattern), made in captured code
+or passed to it (issue 8, item 2).
+
+Made in the trace, such an object has items (a dict of the trace) besides its attributes; the class's
+Python methods are inlined, and what they reach of the built-in base (``super().__setitem__``, inherited
+``keys``/``__len__``/``__iter__``) acts on the items.  Returned, it is rebuilt with eager's type, items and
+``__dict__``.  Read from the frame, its items are read past the class's methods and guarded by its keys.
+Each test compares with eager (``run_differential``), including the type, items and attributes of what is
+returned, then graph counts.
+"""
+import collections
+import dataclasses
+
+import pytest
+import torch
+
+import dynacap
+from differential import CountingBackend, assert_same, explain_captured, run_differential
+
+BACKENDS = ["eager", "aot_eager"]
+
+
+def parts(obj):
+    """What a dict subclass object holds, comparable with ``assert_same``: type, items, attributes."""
+    if isinstance(obj, dict) and type(obj) not in (dict, collections.OrderedDict):
+        return (type(obj).__name__, dict(dict.items(obj)), dict(vars(obj)))
+    if isinstance(obj, (tuple, list)):
+        return type(obj)(parts(o) for o in obj)
+    return obj
+
+
+def check(fn, *args, backend="eager", graphs=1, breaks=0, **kwargs):
+    counting = CountingBackend(inner=backend)
+    run_differential(lambda *a, **k: parts(fn(*a, **k)), *args, backend=counting, **kwargs)
+    explained = explain_captured(fn, *args, **kwargs)
+    assert len(explained.break_reasons) == breaks, [b.reason for b in explained.break_reasons]
+    assert explained.graph_count == graphs
+    return explained
+
+
+class Output(collections.OrderedDict):
+    """A miniature ``ModelOutput``: a dataclass whose fields are also its items."""
+
+    def __post_init__(self):
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if value is not None:
+                self[field.name] = value
+
+    def __setattr__(self, name, value):
+        if name in {f.name for f in dataclasses.fields(self)} and value is not None:
+            super().__setitem__(name, value)
+        super().__setattr__(name, value)
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        super().__setattr__(key, value)
+
+    def __getitem__(self, k):
+        if isinstance(k, str):
+            return dict(self.items())[k]
+        return self.to_tuple()[k]
+
+    def to_tuple(self):
+        return tuple(self[k] for k in self.keys())
+
+
+@dataclasses.dataclass
+class LayerOutput(Output):
+    hidden: torch.Tensor = None
+    attention: torch.Tensor = None
+    extra: tuple = None
+
+
+class Bag(dict):
+    def __init__(self, scale, **items):
+        super().__init__(**items)
+        self.scale = scale
+
+    def __getitem__(self, key):
+        return super().__getitem__(key) * self.scale
+
+    def total(self):
+        total = 0
+        for k in self:
+            total = total + super().__getitem__(k)
+        return total
+
+
+class Ordered(collections.OrderedDict):
+    def first(self):
+        return next(iter(self))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_model_output_pattern_made_read_and_returned(backend):
+    def f(x):
+        out = LayerOutput(hidden=x * 2, extra=(x, x + 1))
+        a = out.hidden + out[0] + out["hidden"] + out.to_tuple()[1][1]
+        return a, len(out), list(out.keys()), [k for k in out], "attention" in out, out.attention, out
+
+    check(f, torch.ones(3), backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dict_subclass_init_super_and_overridden_getitem(backend):
+    def f(x):
+        bag = Bag(3.0, a=x, b=x + 1)
+        bag["c"] = x * 0
+        return bag["a"] + bag.total(), len(bag), bag.get("b"), bag.get("zz", 5), bag
+
+    check(f, torch.ones(2), backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_ordered_dict_subclass_with_the_base_init(backend):
+    def f(x):
+        d = Ordered(b=x, a=x + 1)
+        d["z"] = x * 3
+        del d["b"]
+        return d.first(), list(d.items())[0][1], list(d.values())[-1], bool(d), d
+
+    check(f, torch.ones(2), backend=backend)
+
+
+def test_same_list_in_items_and_attributes_is_one_object():
+    def f(x):
+        out = LayerOutput(hidden=x, extra=[x])
+        out.extra.append(x + 1)
+        return out
+
+    def g(x):
+        out = f(x)
+        return out.extra is out["extra"], len(out["extra"]), parts(out)
+
+    run_differential(g, torch.ones(2))
+    result = dynacap.optimize(f, backend="eager")(torch.ones(2))
+    assert result.extra is dict.__getitem__(result, "extra")
+
+
+def test_dict_subclass_live_across_a_graph_break():
+    def f(x):
+        out = LayerOutput(hidden=x + 1)
+        print("between")
+        return out.hidden * 2, out
+
+    check(f, torch.ones(2), graphs=2, breaks=1)
+
+
+def test_dict_subclass_from_the_frame_read_and_guarded_by_its_keys():
+    def f(out):
+        return out.hidden * len(out) + out[0] + out["hidden"], list(out.keys())
+
+    backend = CountingBackend()
+    one = LayerOutput(hidden=torch.ones(2))
+    two = LayerOutput(hidden=torch.ones(2), attention=torch.zeros(2))
+    compiled = dynacap.optimize(f, backend=backend)
+    assert_same(f(one), compiled(one))
+    assert backend.compiles == 1
+    assert_same(f(two), compiled(two))  # another key: the key guard fails, compiled again
+    assert backend.compiles == 2
+    assert_same(f(one), compiled(one))
+    assert backend.compiles == 2
+
+
+def test_changing_the_items_of_a_frame_dict_subclass_breaks_with_the_eager_result():
+    def f(out, x):
+        out["attention"] = x
+        return out.attention + 1
+
+    run_differential(f, LayerOutput(hidden=torch.ones(2)), torch.ones(2),
+                     fresh_inputs=lambda: ((LayerOutput(hidden=torch.ones(2)), torch.ones(2)), {}))
+
+
+def test_missing_key_is_a_break_and_raises_as_eager():
+    def f(x):
+        bag = Bag(1.0, a=x)
+        try:
+            return bag["missing"]
+        except KeyError:
+            return x - 1
+
+    run_differential(f, torch.ones(2))
+
+
+transformers = pytest.importorskip("transformers")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_transformers_model_output(backend):
+    from transformers.modeling_outputs import BaseModelOutput, MaskedLMOutput
+
+    def f(x):
+        out = BaseModelOutput(last_hidden_state=x * 2, hidden_states=(x, x + 1))
+        lm = MaskedLMOutput(logits=out[0] + 1)
+        return out.last_hidden_state + out[0] + out["last_hidden_state"], len(out), list(out.keys()), \
+            out.to_tuple()[1][0], lm["logits"], lm.loss, out, lm
+
+    check(f, torch.ones(3), backend=backend)
