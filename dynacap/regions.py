@@ -19,6 +19,17 @@ def exception_table(code: types.CodeType) -> tuple:
     return tuple(dis._parse_exception_table(code))
 
 
+def handler_at(code: types.CodeType, offset: int):
+    """The exception-table entry that catches an exception raised at ``offset`` (None: it leaves the frame).
+
+    3.11's table is flat: the first entry whose span holds the offset is the one CPython unwinds to.
+    """
+    for entry in exception_table(code):
+        if entry.start <= offset < entry.end:
+            return entry
+    return None
+
+
 def protected(code: types.CodeType, offset: int) -> bool:
     """Whether an exception raised at ``offset`` is caught in that frame (try, with, finally)."""
     return any(entry.start <= offset < entry.end for entry in exception_table(code))

@@ -100,6 +100,36 @@ def test_exception_handlers_exec_and_coroutines_break_with_eager_result(fn):
     run_differential(fn, torch.randn(3))
 
 
+class _Swallow:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, tb):
+        return kind is KeyError
+
+
+def exception_table_opcodes(x):
+    """PUSH_EXC_INFO, CHECK_EXC_MATCH, POP_EXCEPT, RERAISE, RAISE_VARARGS, WITH_EXCEPT_START (LOAD_ASSERTION_ERROR:
+    ``test_exceptions.failing_assert``, in a module pytest does not rewrite)."""
+    try:
+        try:
+            raise IndexError(x.dim())
+        except ValueError:
+            x = x * 0
+    except LookupError:
+        x = x + 1
+    with _Swallow():
+        raise KeyError("swallowed")
+    return x
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_exception_table_opcodes_are_captured(backend):
+    diff = run_differential(exception_table_opcodes, torch.randn(3), backend=CountingBackend(backend))
+    assert diff.compiles_first == 1
+    assert_fully_captured(exception_table_opcodes, torch.randn(3))
+
+
 # -- DELETE_ATTR / DELETE_GLOBAL: replayed like STORE_ATTR / STORE_GLOBAL ---------------------------
 class Holder:
     b = "class b"

@@ -6,6 +6,8 @@ import types
 from ..errors import GraphBreak
 from ..values.base import NullValue, Value
 from ..values.containers import DictValue, SequenceValue, TupleValue
+from ..values.context_managers import call_context_function, make_modelled
+from ..values.exceptions import is_exception_class, make_exception
 from ..values.functions import MadeFunction, UserFunctionValue
 from .ops_variables import CellRefValue, CodeConstant
 from .tracer import handles
@@ -13,11 +15,25 @@ from .tracer import handles
 
 def call_value(tx, fn: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:
     """Call ``fn``; an inlined callee's result is this instruction's result (see ``Tracer.direct_call``)."""
+    made = _made_here(fn, args, kwargs)
+    if made is not None:
+        return made
     tx.calling = True
     try:
         return fn.call(tx, args, kwargs)
     finally:
         tx.calling = False
+
+
+def _made_here(fn: Value, args: list[Value], kwargs: dict[str, Value]) -> Value | None:
+    """Calls whose result is a value kind of the trace: exceptions, modelled context managers."""
+    if is_exception_class(fn):
+        return make_exception(fn.as_constant(), args, kwargs)
+    if fn.is_constant() and isinstance(fn.as_constant(), type):
+        return make_modelled(fn.as_constant(), args, kwargs)
+    if isinstance(fn, UserFunctionValue):
+        return call_context_function(fn, args, kwargs)
+    return None
 
 
 @handles("KW_NAMES")

@@ -5,8 +5,8 @@ came from the frame); a condition on tensor data is a graph break.  Loops
 are unrolled: ``GET_ITER`` turns a known iterable into a fixed list of
 items, and a generator into itself (``FOR_ITER`` pulls its next item, which
 runs its body up to the next ``yield``).  ``with`` blocks on grad-mode
-contexts are captured (``values.grad_mode``); other context managers and
-raising are graph breaks.  ``YIELD_VALUE`` only runs in inlined generators
+contexts are captured (``values.grad_mode``); ``with`` blocks and exceptions
+are ``ops_exceptions``'s.  ``YIELD_VALUE`` only runs in inlined generators
 (``values.iterators.GeneratorValue``).
 """
 from __future__ import annotations
@@ -133,25 +133,6 @@ def _reaches_pull_iterator(value: Value, seen: set) -> bool:
     return False
 
 
-@handles("RAISE_VARARGS", "RERAISE", "LOAD_ASSERTION_ERROR")
-def _raise(tx, ins):
-    raise GraphBreak("the code raises an exception here; raising is not captured, it runs eagerly")
-
-
-@handles("BEFORE_WITH")
-def _before_with(tx, ins):
-    from ..values.autocast import AutocastValue
-    from ..values.grad_mode import GradModeValue, GradSetValue
-    from ..values.null_context import NullContextValue
-
-    manager = tx.stack[-1]
-    if not isinstance(manager, (GradModeValue, GradSetValue, AutocastValue, NullContextValue)):
-        raise GraphBreak(f"`with` on {manager.describe()}: only torch.no_grad()/torch.enable_grad() blocks are "
-                         "captured; the block's code around it runs eagerly")
-    tx.pop()
-    tx.push(manager.enter(tx))
-
-
 @handles("RETURN_GENERATOR")
 def _return_generator(tx, ins):
     if tx.yielded is None:
@@ -163,7 +144,7 @@ def _return_generator(tx, ins):
 def _yield_value(tx, ins):
     if tx.yielded is None:
         raise GraphBreak("`yield` outside an inlined generator")
-    if protected(tx.code, ins.offset):
+    if protected(tx.code, ins.offset) and not tx.managed:
         # Suspended there, the generator would run its handler when closed (a `finally`, a
         # `with` block's __exit__) at a moment the capture cannot replay.
         raise GraphBreak("`yield` inside a try or with block is not captured (closing the generator there "
@@ -172,3 +153,6 @@ def _yield_value(tx, ins):
     tx.push(ConstantValue(None))  # next() sends None
 
 
+
+
+from . import ops_exceptions  # noqa: E402,F401  (``with`` blocks and exceptions: the exception table's opcodes)

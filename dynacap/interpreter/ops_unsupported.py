@@ -5,9 +5,9 @@ in ``BREAK_REASONS`` (``tests/test_opcodes.py`` checks ``dis.opmap`` against
 both).  An opcode listed here breaks the graph: the instruction runs eagerly
 (or, where it cannot run alone, the frame does), so the result is eager's.
 Most are never reached by a captured frame (the hook skips module and class
-bodies, exec'd code, coroutines and generators; exception handlers are only
-entered on an exception, and raising is itself a break); they are listed so
-that reaching one anyway is a clean break, never an internal error.
+bodies, exec'd code, coroutines and generators; ``except*`` handlers are only
+entered on an exception group, which the trace never raises); they are listed
+so that reaching one anyway is a clean break, never an internal error.
 
 This module is imported last: an opcode a family handles is never replaced.
 """
@@ -16,8 +16,7 @@ from __future__ import annotations
 from ..errors import GraphBreak
 from .tracer import HANDLERS
 
-_HANDLER = ("an exception handler ({what}) is not captured: the code around it runs eagerly "
-            "(exceptions raised while capturing are graph breaks)")
+_HANDLER = "an exception-group handler ({what}) is not captured: the code around it runs eagerly"
 _ASYNC = "async code ({what}) is not captured: coroutines and async generators run eagerly"
 _NAMES = ("a name of a module or class body or exec'd code ({what}) is not captured: dynacap captures "
           "function frames only")
@@ -32,12 +31,8 @@ BREAK_REASONS = {
     "PRINT_EXPR": "an interactive-mode expression statement (PRINT_EXPR) is not captured",
     "IMPORT_STAR": "`from module import *` (IMPORT_STAR) is not captured",
     "LOAD_BUILD_CLASS": "a `class` statement inside the captured code is not captured: it runs eagerly",
-    "PUSH_EXC_INFO": _HANDLER.format(what="entering `except`/`finally`"),
-    "POP_EXCEPT": _HANDLER.format(what="leaving `except`"),
-    "CHECK_EXC_MATCH": _HANDLER.format(what="`except SomeError`"),
     "CHECK_EG_MATCH": _HANDLER.format(what="`except* SomeError`"),
     "PREP_RERAISE_STAR": _HANDLER.format(what="`except*`"),
-    "WITH_EXCEPT_START": _HANDLER.format(what="a `with` block's __exit__ on an exception"),
     "GET_AWAITABLE": _ASYNC.format(what="`await`"),
     "GET_AITER": _ASYNC.format(what="`async for`"),
     "GET_ANEXT": _ASYNC.format(what="`async for`"),

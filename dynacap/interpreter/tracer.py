@@ -29,10 +29,12 @@ from ..graph import GraphBuilder
 from ..guards import GuardSet
 from ..source import BuiltinSource, GlobalSource, ModuleGlobalSource
 from ..trace_rules import Rule
-from ..regions import in_try
+from ..regions import handler_at, in_try
 from ..skipfiles import is_layer_file
 from ..source import LocalSource
 from ..values.base import DELETED, Value
+from ..values.constant import ConstantValue
+from ..values.exceptions import CALLERS, PythonError
 from ..values.grad_mode import WithBlock
 from ..values.library import call_by_rule
 
@@ -142,6 +144,9 @@ class TraceContext:
     shapes: "ShapePolicy | None" = None
     #: Sources of frame dicts read by key (``values.keyed_dicts``), learnt by an earlier attempt.
     keyed_dicts: frozenset = frozenset()
+    #: The exception being handled (``sys.exception()``): ``CALLERS`` (the caller's, unknown) until a
+    #: traced handler's ``PUSH_EXC_INFO`` sets an ``ExceptionValue``; ``POP_EXCEPT`` puts it back.
+    exc_info: Value = CALLERS
 
     def __post_init__(self):
         self.graph.before_node = self.keep_program_order
@@ -239,6 +244,9 @@ class Tracer:
         #: generator's frame runs only when its consumer pulls (``values.iterators.GeneratorValue``),
         #: so a break inside it is never resumed inside it (``codegen.breaks.plan_levels``).
         self.yielded: list[Value] | None = None
+        #: For an inlined generator driven by a ``with`` block (``contextlib.contextmanager``): its ``yield``
+        #: may sit in a try block, and what it raises reaches the block's ``__exit__``.
+        self.managed = False
 
     # -- shared state -----------------------------------------------------------
     @property
@@ -312,12 +320,49 @@ class Tracer:
             if handler is None:
                 raise GraphBreak(f"the bytecode instruction {instruction.opname} is not supported yet")
             handler(self, instruction)
+        except PythonError as e:
+            if self.catch(e, checkpoint):
+                return
+            if self.yielded is not None and not self.managed:
+                # Leaving a generator finishes it (and a StopIteration becomes a RuntimeError): not modelled.
+                plain = GraphBreak(e.reason)
+                plain.frames, plain.user_stack = e.frames, e.user_stack
+                e = plain
+            e.frames.insert(0, FrameAtBreak(self, checkpoint, instruction))
+            raise e
         except GraphBreak as e:
             # Outer frames are prepended as the break propagates out of inlined calls.
             e.frames.insert(0, FrameAtBreak(self, checkpoint, instruction))
             raise
         finally:
             ctx.running = outer
+
+    def catch(self, error: PythonError, checkpoint: Checkpoint) -> bool:
+        """Unwind to the handler of this frame's exception table that protects the current instruction.
+
+        As CPython does: the value stack is cut to the entry's depth, the instruction's offset is
+        pushed where the entry keeps it (``lasti``), then the exception, and the handler runs next.
+        False when no entry protects the instruction: the exception leaves the frame.
+        """
+        exception = error.exception
+        if not error.reraise:
+            # Raised here: its __context__ is the exception being handled (once, where it is raised).
+            exc_info = self.ctx.exc_info
+            exception.context = exc_info if exc_info is not exception else ConstantValue(None)
+            error.reraise = True
+        entry = handler_at(self.code, self.current.offset)
+        if entry is None:
+            return False
+        exception.raised = True  # a handler holds it now: it has a traceback, it is not rebuilt after the graph
+        self.stack = list(checkpoint.stack[: entry.depth])
+        if entry.lasti:
+            self.push(ConstantValue(self.current.offset))
+        self.push(exception)
+        self.kw_names = None
+        self.calling = False
+        self.blocks = list(checkpoint.blocks)
+        self.jump_to(entry.target)
+        return True
 
     def inside_try(self) -> bool:
         """Whether a ``try`` handler of this frame or of a caller protects the current instruction."""

@@ -175,7 +175,12 @@ class ConstantMethodValue(MethodOfValue):
         const = constant_args(args, kwargs)
         if const is None:
             raise GraphBreak(f"{self.describe()} called with non-constant arguments")
-        result = getattr(self.owner.as_constant(), self.name)(*const[0], **const[1])
+        try:
+            result = getattr(self.owner.as_constant(), self.name)(*const[0], **const[1])
+        except Exception as e:
+            from .exceptions import from_real
+
+            raise from_real(e, f"{self.describe()} raised {type(e).__name__}: {e}") from None
         from .wrap import wrap_constant_result
 
         return wrap_constant_result(result, self.describe())
@@ -206,7 +211,10 @@ class ContainerMethodValue(MethodOfValue):
             if name == "pop":
                 index = args[0].as_constant() if args else -1
                 if not -len(c.items) <= index < len(c.items):
-                    raise GraphBreak("list.pop from an empty list or out of range (IndexError at run time)")
+                    from .exceptions import python_error
+
+                    raise python_error(IndexError, "pop index out of range" if c.items else "pop from empty list",
+                                       reason="list.pop from an empty list or out of range (IndexError at run time)")
                 c.mutate(tx, "list.pop")
                 return c.items.pop(index)
             if name == "reverse":
@@ -222,7 +230,12 @@ class ContainerMethodValue(MethodOfValue):
         if isinstance(c, (ListValue, TupleValue)) and name in ("index", "count"):
             if not c.is_constant() or not args[0].is_constant():
                 raise GraphBreak(f"{self.describe()} on non-constant items")
-            return ConstantValue(getattr(c.as_constant(), name)(*(a.as_constant() for a in args)))
+            try:
+                return ConstantValue(getattr(c.as_constant(), name)(*(a.as_constant() for a in args)))
+            except ValueError as e:
+                from .exceptions import from_real
+
+                raise from_real(e, f"{self.describe()}: {e} (ValueError at run time)") from None
         if isinstance(c, DictValue):
             if name in ("update", "pop", "setdefault"):
                 c.mutate(tx)
@@ -251,7 +264,9 @@ class ContainerMethodValue(MethodOfValue):
                         return c.items.pop(key)
                     if len(args) > 1:
                         return args[1]
-                    raise GraphBreak(f"dict.pop of missing key {key!r} (KeyError at run time)")
+                    from .exceptions import python_error
+
+                    raise python_error(KeyError, key, reason=f"dict.pop of missing key {key!r} (KeyError at run time)")
                 return c.items.setdefault(key, args[1] if len(args) > 1 else ConstantValue(None))
         raise GraphBreak(f"{self.describe()} is not supported")
 

@@ -130,6 +130,21 @@ class GeneratorValue(PullIterator):
             self.running = False
         return frame.yielded[-1]
 
+    def throw(self, tx, exception) -> Value | None:
+        """``gen.throw(e)`` at the ``yield`` it is suspended at: its handler runs to the next item or its end.
+
+        The next item, or None once it returned; what leaves its frame is raised (a ``PythonError``).
+        """
+        from .exceptions import PythonError
+
+        frame = self.tracer
+        if self.broken or self.running or not frame.managed:
+            raise GraphBreak(f"throwing an exception into {self.describe()} is not captured")
+        if self.done or not frame.catch(PythonError(exception, reraise=True), frame.checkpoint()):
+            self.done = True
+            raise PythonError(exception, reraise=True)
+        return self.next_item(tx)
+
 
 class ZipValue(PullIterator):
     """``zip(...)`` over iterators of which at least one is a pull iterator."""

@@ -1,0 +1,260 @@
+"""Context managers in ``with`` blocks: what ``BEFORE_WITH`` enters and the ``__exit__`` it pushes.
+
+* grad-mode, autocast and null contexts enter themselves (``.enter(tx)``:
+  ``grad_mode``, ``autocast``, ``null_context``);
+* objects of user classes whose ``__enter__``/``__exit__`` are Python
+  functions: both are inlined (``__exit__(None, None, None)`` on leaving,
+  ``__exit__(type, e, tb)`` when an exception of the trace leaves the block,
+  which it swallows by returning true);
+* ``contextlib.contextmanager`` functions: the generator runs to its
+  ``yield`` on entering, on leaving it runs to its end, or has the
+  exception thrown in at the ``yield`` (``GeneratorContextValue``);
+* ``contextlib.nullcontext`` and ``contextlib.suppress``, modelled.
+
+An ``__exit__`` that exists at run time (a user object from the frame) is
+rebuilt when a break inside the block resumes there; the others never
+exist at run time, so a break inside their block runs the frame eagerly.
+"""
+from __future__ import annotations
+
+import contextlib
+import types
+
+from ..errors import GraphBreak
+from .base import Value
+from .constant import ConstantValue
+from .exceptions import ExceptionValue, PythonError, python_error
+
+
+def enter_context(tx, manager: Value) -> Value:
+    """``BEFORE_WITH``: push ``manager``'s ``__exit__``; return what its ``__enter__`` returned."""
+    from .objects import ObjectValue
+
+    enter = getattr(manager, "enter", None)
+    if enter is not None:
+        return enter(tx)
+    if isinstance(manager, ObjectValue):
+        return _enter_object(tx, manager)
+    raise GraphBreak(f"`with` on {manager.describe()} is not captured; the block's code around it runs eagerly")
+
+
+def _enter_object(tx, manager) -> Value:
+    from .objects import class_lookup, guard_class_attribute
+
+    cls = manager.python_type()
+    enter_fn, exit_fn = class_lookup(cls, "__enter__"), class_lookup(cls, "__exit__")
+    for name, fn in (("__enter__", enter_fn), ("__exit__", exit_fn)):
+        if type(fn) is not types.FunctionType:
+            raise GraphBreak(f"`with` on {manager.describe()}, whose class has no Python {name}")
+    guard_class_attribute(tx, manager, manager.obj, "__exit__", exit_fn)
+    tx.push(ObjectExitValue(manager, exit_fn))
+    return manager.call_special(tx, "__enter__", [], "`with`")
+
+
+class ObjectExitValue(Value):
+    """The bound ``__exit__`` of a user object in a ``with`` block."""
+
+    def __init__(self, manager: Value, fn: types.FunctionType):
+        self.manager = manager
+        self.fn = fn
+
+    def describe(self):
+        return f"__exit__ of {self.manager.describe()}"
+
+    def call(self, tx, args, kwargs):
+        from .functions import UserFunctionValue
+
+        return UserFunctionValue(self.fn).call(tx, [self.manager, *args], kwargs)
+
+    def reconstruct(self, cg):
+        """``types.MethodType(type(obj).__exit__, obj)``: what ``BEFORE_WITH`` pushed, for a frame object."""
+        if self.manager.source is None:
+            raise GraphBreak(f"a graph break inside a `with` block on {self.manager.describe()} (made while "
+                             "capturing): the function runs eagerly")
+        cg.append("PUSH_NULL")
+        cg.load_const(types.MethodType)
+        cg.load_const(self.fn)
+        self.manager.reconstruct(cg)
+        cg.append("PRECALL", 2)
+        cg.append("CALL", 2)
+
+
+class _ModelExitValue(Value):
+    """The ``__exit__`` of a context manager modelled here: never exists at run time."""
+
+    def __init__(self, manager: "ModelledContextValue"):
+        self.manager = manager
+
+    def describe(self):
+        return f"__exit__ of {self.manager.describe()}"
+
+    def call(self, tx, args, kwargs):
+        if kwargs or len(args) != 3:
+            raise GraphBreak(f"{self.describe()} called with {len(args)} arguments")
+        exception = args[1]
+        if not isinstance(exception, ExceptionValue):
+            exception = None
+        return self.manager.exit(tx, exception)
+
+    def reconstruct(self, cg):
+        """A stateless manager's ``__exit__`` is a fresh one's; a generator's exists only in the capture."""
+        if not self.manager.stateless:
+            raise GraphBreak(f"a graph break inside a `with {self.manager.describe()}` block (it exists only in "
+                             "the capture): the function runs eagerly")
+        self.manager.reconstruct(cg)
+        cg.append("LOAD_ATTR", "__exit__")
+
+
+class ModelledContextValue(Value):
+    """A context manager of the standard library, modelled: ``enter`` and ``exit(exception or None)``."""
+
+    #: Whether its ``__exit__`` reads no state its ``__enter__`` made (a fresh one's is as good).
+    stateless = False
+
+    def enter(self, tx) -> Value:
+        tx.push(_ModelExitValue(self))
+        return self.on_enter(tx)
+
+    def on_enter(self, tx) -> Value:
+        return ConstantValue(None)
+
+    def exit(self, tx, exception: ExceptionValue | None) -> Value:
+        return ConstantValue(False)
+
+
+class NullcontextValue(ModelledContextValue):
+    """``contextlib.nullcontext(enter_result)``."""
+
+    stateless = True
+
+    def __init__(self, enter_result: Value):
+        self.enter_result = enter_result
+
+    def describe(self):
+        return "contextlib.nullcontext(...)"
+
+    def python_type(self):
+        return contextlib.nullcontext
+
+    def on_enter(self, tx):
+        return self.enter_result
+
+    def reconstruct(self, cg):
+        cg.append("PUSH_NULL")
+        cg.load_const(contextlib.nullcontext)
+        self.enter_result.reconstruct(cg)
+        cg.append("PRECALL", 1)
+        cg.append("CALL", 1)
+
+
+class SuppressValue(ModelledContextValue):
+    """``contextlib.suppress(*classes)``: swallows an exception of the block that is one of them."""
+
+    stateless = True
+
+    def __init__(self, classes: tuple):
+        self.classes = classes
+
+    def describe(self):
+        return f"contextlib.suppress({', '.join(c.__qualname__ for c in self.classes)})"
+
+    def python_type(self):
+        return contextlib.suppress
+
+    def exit(self, tx, exception):
+        return ConstantValue(exception is not None and issubclass(exception.cls, self.classes))
+
+    def reconstruct(self, cg):
+        cg.append("PUSH_NULL")
+        cg.load_const(contextlib.suppress)
+        for cls in self.classes:
+            cg.load_const(cls)
+        cg.append("PRECALL", len(self.classes))
+        cg.append("CALL", len(self.classes))
+
+
+class GeneratorContextValue(ModelledContextValue):
+    """A ``contextlib.contextmanager`` function called: the generator is made and run when entered."""
+
+    def __init__(self, fn: Value, args: list[Value], kwargs: dict[str, Value]):
+        self.fn = fn
+        self.args = args
+        self.kwargs = kwargs
+        self.generator = None
+
+    def describe(self):
+        return f"{self.fn.fn.__qualname__}() (a contextlib.contextmanager)"
+
+    def python_type(self):
+        return contextlib._GeneratorContextManager
+
+    def on_enter(self, tx):
+        from .iterators import GeneratorValue
+
+        if self.generator is not None:
+            raise GraphBreak(f"entering {self.describe()} twice (RuntimeError at run time)")
+        calling, tx.calling = tx.calling, False
+        try:
+            generator = self.fn.call(tx, self.args, self.kwargs)
+        finally:
+            tx.calling = calling
+        if not isinstance(generator, GeneratorValue):
+            raise GraphBreak(f"{self.describe()} does not return an inlined generator")
+        # Its `yield` may sit in a try block: this block's exit runs the handler, in the trace.
+        generator.tracer.managed = True
+        self.generator = generator
+        item = generator.next_item(tx)
+        if item is None:
+            raise python_error(RuntimeError, "generator didn't yield")
+        return item
+
+    def exit(self, tx, exception):
+        generator = self.generator
+        if exception is None:
+            if generator.next_item(tx) is not None:
+                raise python_error(RuntimeError, "generator didn't stop")
+            return ConstantValue(False)
+        if exception.cls is StopIteration or issubclass(exception.cls, (StopIteration, GeneratorExit)):
+            raise GraphBreak(f"{exception.describe()} thrown into {self.describe()} is not captured")
+        try:
+            generator.throw(tx, exception)
+        except PythonError as e:
+            if e.exception is exception:
+                return ConstantValue(False)  # the same exception: the with block re-raises it
+            if issubclass(e.exception.cls, (StopIteration, RuntimeError)):
+                raise GraphBreak(f"{e.exception.describe()} raised by {self.describe()} is not captured") from None
+            raise
+        if not generator.done:
+            raise python_error(RuntimeError, "generator didn't stop after throw()")
+        return ConstantValue(True)
+
+
+def call_context_function(fn_value, args, kwargs) -> Value | None:
+    """Calling a function of ``contextlib`` modelled here (None: not one of them)."""
+    fn = fn_value.fn if hasattr(fn_value, "fn") else None
+    if fn is None:
+        return None
+    wrapped = getattr(fn, "__wrapped__", None)
+    if getattr(fn, "__code__", None) is _CONTEXTMANAGER_HELPER and type(wrapped) is types.FunctionType:
+        from .functions import UserFunctionValue
+
+        return GeneratorContextValue(UserFunctionValue(wrapped), args, kwargs)
+    return None
+
+
+def make_modelled(cls: type, args: list[Value], kwargs: dict[str, Value]) -> Value | None:
+    """``contextlib.nullcontext(...)`` / ``contextlib.suppress(...)`` (None: ``cls`` is neither)."""
+    if cls is contextlib.nullcontext:
+        if kwargs and set(kwargs) != {"enter_result"} or len(args) + len(kwargs) > 1:
+            raise GraphBreak("contextlib.nullcontext() takes one optional argument (TypeError at run time)")
+        return NullcontextValue(args[0] if args else kwargs.get("enter_result", ConstantValue(None)))
+    if cls is contextlib.suppress:
+        from .exceptions import is_exception_class
+
+        if kwargs or not all(is_exception_class(a) for a in args):
+            raise GraphBreak("contextlib.suppress() of values other than exception classes is not captured")
+        return SuppressValue(tuple(a.as_constant() for a in args))
+    return None
+
+
+_CONTEXTMANAGER_HELPER = contextlib.contextmanager(lambda: None).__code__

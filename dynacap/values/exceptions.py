@@ -1,0 +1,261 @@
+"""Exception objects in captured code, and ``PythonError``: Python raising one while tracing.
+
+``ExceptionValue`` stands for an instance of an exception class made in the
+trace (``ValueError("bad")``, a user subclass without its own ``__init__``/
+``__new__``, or what a builtin raised on constants): its class, its ``args``,
+``__cause__``/``__context__``/``__suppress_context__`` and attributes the
+code assigns.  ``PythonError`` carries one: it is what a value kind or an
+opcode raises where Python would raise at run time.  It is a ``GraphBreak``,
+so every caller that does not model exceptions keeps treating it as a break;
+the tracer's main loop unwinds it into the frame's exception table when a
+handler protects the instruction (``interpreter.tracer.Tracer.catch``).
+
+An exception never exists at run time: one that the code after the graph
+would need (returned, stored, live across a break) cannot be rebuilt, so the
+frame runs eagerly.  Nothing here imports the interpreter.
+"""
+from __future__ import annotations
+
+import types
+
+from ..errors import GraphBreak
+from .base import Value
+from .constant import ConstantValue
+
+
+class CallersException(Value):
+    """The exception the root frame's caller is handling when the frame starts (unknown at capture time).
+
+    It is what ``PUSH_EXC_INFO`` saves in the root frame's first handler and what a bare ``raise``
+    outside any traced handler would re-raise.
+    """
+
+    def describe(self):
+        return "the exception being handled when the function was called"
+
+    def reconstruct(self, cg):
+        raise GraphBreak("a graph break inside an except/finally handler that runs on an exception raised "
+                         "while capturing: the function runs eagerly")
+
+
+CALLERS = CallersException()
+
+
+class TracebackValue(Value):
+    """The traceback of an exception raised in the trace (``__exit__``'s third argument)."""
+
+    def describe(self):
+        return "a traceback"
+
+    def python_type(self):
+        return types.TracebackType
+
+    def truth(self, tx):
+        return True
+
+    def reconstruct(self, cg):
+        raise GraphBreak("a traceback of an exception raised while capturing cannot be used after the graph")
+
+
+def _builtin_text(cls: type) -> bool:
+    """Whether ``str()``/``repr()`` of ``cls``'s instances are the C ones of ``BaseException`` (no user code)."""
+    for name in ("__str__", "__repr__"):
+        for klass in cls.__mro__:
+            if name in klass.__dict__:
+                if klass.__module__ != "builtins":
+                    return False
+                break
+    return True
+
+
+def why_not_plain(cls: type) -> str | None:
+    """Why instances of the exception class ``cls`` cannot be made in the trace (None: they can)."""
+    for klass in cls.__mro__:
+        if klass.__module__ == "builtins":
+            continue
+        for name in ("__init__", "__new__", "__getattribute__", "__getattr__", "__setattr__", "__init_subclass__"):
+            if name in klass.__dict__:
+                return f"its class {klass.__qualname__} defines {name}"
+    return None
+
+
+class ExceptionValue(Value):
+    """An exception instance made or raised in the trace."""
+
+    def __init__(self, cls: type, args: list[Value]):
+        self.cls = cls
+        self.args = list(args)
+        self.cause: Value = ConstantValue(None)
+        self.suppress_context = False
+        #: ``__context__``: None until raised (then the exception being handled, ``CALLERS`` or None).
+        self.context: Value | None = None
+        self.raised = False
+        self.attributes: dict[str, Value] = {}
+
+    def describe(self):
+        return f"the exception {self.cls.__qualname__}(...)"
+
+    def python_type(self):
+        return self.cls
+
+    def truth(self, tx):
+        return True
+
+    def real_object(self):
+        raise GraphBreak(f"{self.describe()} made while capturing has no runtime object")
+
+    def reconstruct(self, cg):
+        """A fresh ``cls(*args)``: exact for an exception made here and not raised yet (``raise`` run eagerly)."""
+        if self.raised or self.attributes or self.suppress_context:
+            raise GraphBreak(f"{self.describe()}, raised while capturing, is used after the graph (the "
+                             "function runs eagerly)")
+        cg.append("PUSH_NULL")
+        cg.load_const(self.cls)
+        for arg in self.args:
+            arg.reconstruct(cg)
+        cg.append("PRECALL", len(self.args))
+        cg.append("CALL", len(self.args))
+
+    def constant_args(self) -> tuple | None:
+        if all(a.is_constant() for a in self.args):
+            return tuple(a.as_constant() for a in self.args)
+        return None
+
+    def text(self, conversion: str) -> str:
+        """``str(e)`` / ``repr(e)``: the C text of a fresh instance with the same arguments."""
+        args = self.constant_args()
+        if args is None or not _builtin_text(self.cls):
+            raise GraphBreak(f"`{conversion}()` of {self.describe()} (its arguments or its text are not "
+                             "known at capture time)")
+        instance = BaseException.__new__(self.cls)
+        instance.args = args
+        return str(instance) if conversion == "str" else repr(instance)
+
+    def getattr(self, tx, name):
+        from .containers import TupleValue
+
+        if name in self.attributes:
+            return self.attributes[name]
+        if name == "args":
+            return TupleValue(list(self.args))
+        if name == "__cause__":
+            return self.cause
+        if name == "__suppress_context__":
+            return ConstantValue(self.suppress_context)
+        if name == "__context__":
+            context = self.context if self.context is not None else ConstantValue(None)
+            if context is CALLERS:
+                raise GraphBreak(f"`__context__` of {self.describe()}: the exception being handled when the "
+                                 "function was called is not known at capture time")
+            return context
+        if name == "__class__":
+            return ConstantValue(self.cls)
+        if name in ("__str__", "__repr__"):
+            return _TextMethod(self, name.strip("_"))
+        if name in ("__traceback__", "with_traceback", "add_note", "__notes__"):
+            raise GraphBreak(f"`.{name}` of {self.describe()} is not captured")
+        for klass in self.cls.__mro__:
+            if name in klass.__dict__:
+                attr = klass.__dict__[name]
+                if klass.__module__ != "builtins" and type(attr) in (int, float, str, bool, type(None)):
+                    return ConstantValue(attr)
+                break
+        if name in ("errno", "strerror", "filename", "code", "msg", "name", "path", "obj", "value"):
+            # Attributes some builtin exception classes set from their arguments.
+            raise GraphBreak(f"`.{name}` of {self.describe()} is not captured")
+        return super().getattr(tx, name)
+
+    def setattr(self, tx, name, value):
+        if name == "__cause__":
+            self.cause = value
+            self.suppress_context = True
+        elif name == "__context__":
+            self.context = value
+        elif name == "__suppress_context__" and value.is_constant():
+            self.suppress_context = bool(value.as_constant())
+        elif name.startswith("__") or name == "args":
+            raise GraphBreak(f"assigning `.{name}` on {self.describe()} is not captured")
+        else:
+            self.attributes[name] = value
+
+    def set_cause(self, cause: Value) -> None:
+        """``raise self from cause``."""
+        self.cause = cause
+        self.suppress_context = True
+
+
+class _TextMethod(Value):
+    """``e.__str__`` / ``e.__repr__`` bound to an exception of the trace."""
+
+    def __init__(self, exception: ExceptionValue, conversion: str):
+        self.exception = exception
+        self.conversion = conversion
+
+    def describe(self):
+        return f"{self.exception.describe()}.__{self.conversion}__"
+
+    def call(self, tx, args, kwargs):
+        if args or kwargs:
+            raise GraphBreak(f"{self.describe()} takes no arguments (TypeError at run time)")
+        return ConstantValue(self.exception.text(self.conversion))
+
+
+def is_exception_class(value: Value) -> bool:
+    return value.is_constant() and isinstance(value.as_constant(), type) \
+        and issubclass(value.as_constant(), BaseException)
+
+
+def make_exception(cls: type, args: list[Value], kwargs: dict) -> ExceptionValue:
+    """``cls(*args)`` for an exception class: a value of the trace (the arguments stay as they are)."""
+    why = why_not_plain(cls)
+    if why is not None:
+        raise GraphBreak(f"creating the exception {cls.__qualname__} in captured code: {why}")
+    if kwargs:
+        raise GraphBreak(f"{cls.__qualname__}() with keyword arguments is not captured")
+    if cls.__module__ == "builtins" and cls not in _PLAIN_BUILTINS:
+        # Its C __init__ reads its arguments (OSError's errno, UnicodeError's fields, ...).
+        raise GraphBreak(f"creating the exception {cls.__qualname__} in captured code is not captured")
+    return ExceptionValue(cls, args)
+
+
+def _plain_builtins() -> frozenset:
+    """Builtin exception classes whose ``__init__`` only stores ``args`` (their text is ``BaseException``'s)."""
+    import builtins
+
+    special = (OSError, UnicodeError, SyntaxError, ImportError, StopIteration, SystemExit, BaseExceptionGroup,
+               AttributeError, NameError)
+    return frozenset(c for c in vars(builtins).values() if isinstance(c, type) and issubclass(c, BaseException)
+                     and not issubclass(c, special))
+
+
+_PLAIN_BUILTINS = _plain_builtins() | {KeyError, StopIteration, AttributeError, NameError}
+
+
+class PythonError(GraphBreak):
+    """Python raises ``exception`` here at run time (an ``ExceptionValue``).
+
+    Unhandled by the traced frames, it is an ordinary graph break (``reason``): the
+    instruction runs eagerly and raises for real.
+    """
+
+    def __init__(self, exception: ExceptionValue, reason: str | None = None, reraise: bool = False):
+        super().__init__(reason or f"the code raises {exception.cls.__qualname__} here, which no handler of the "
+                                   "captured code catches; it runs eagerly")
+        self.exception = exception
+        #: ``RERAISE`` / bare ``raise``: the exception keeps its ``__context__``.
+        self.reraise = reraise
+
+
+def python_error(cls: type, *args, reason: str | None = None) -> PythonError:
+    """``cls(*args)`` (constant arguments) raised by Python at this point of the trace."""
+    return PythonError(ExceptionValue(cls, [ConstantValue(a) for a in args]), reason)
+
+
+def from_real(e: BaseException, reason: str | None = None) -> GraphBreak:
+    """What a builtin raised for real on constants, as eager raises it (a plain break if it cannot be)."""
+    cls = type(e)
+    simple = all(type(a) in (int, float, str, bool, type(None), bytes) for a in e.args)
+    if cls in _PLAIN_BUILTINS and simple and e.__cause__ is None and not getattr(e, "__notes__", None) \
+            and cls not in (AttributeError, NameError):
+        return python_error(cls, *e.args, reason=reason)
+    return GraphBreak(reason or f"the code raises {cls.__name__}: {e}")
