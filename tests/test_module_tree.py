@@ -142,3 +142,107 @@ def test_sequential_made_in_forward_of_frame_and_new_layers(backend):
     assert first[3] is not second[3]
     explained = dynacap.explain(Net())(x)
     assert (explained.graph_count, explained.graph_break_count) == (1, 0)
+
+
+class Hooked(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 3)
+        self.act = nn.Tanh()
+
+    def forward(self, x):
+        return self.act(self.fc(x)) + 1
+
+
+def _hooked(log: list):
+    """A child with two pre-hooks (one with kwargs) and two forward hooks that log, change inputs and
+    results: eager's order is pre-hooks by registration, the forward, then hooks by registration."""
+    net = Hooked()
+
+    def scale_input(module, args):
+        log.append(("pre", type(module).__name__, len(args)))
+        return args[0] * 2
+
+    def shift_input(module, args, kwargs):
+        log.append(("pre_kw", sorted(kwargs)))
+        return (args[0] - 1,), kwargs
+
+    def observe(module, args, output):
+        log.append(("post", args[0].shape[-1]))
+
+    def negate(module, args, kwargs, output):
+        log.append(("post_kw",))
+        return -output
+
+    net.fc.register_forward_pre_hook(scale_input)
+    net.fc.register_forward_pre_hook(shift_input, with_kwargs=True)
+    net.fc.register_forward_hook(observe)
+    net.fc.register_forward_hook(negate, with_kwargs=True)
+    net.act.register_forward_hook(lambda module, args, output: output * 3)
+    return net
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_forward_hooks_of_children_run_in_eagers_order(backend):
+    torch.manual_seed(0)
+    eager_log, captured_log = [], []
+    eager, captured = _hooked(eager_log), _hooked(captured_log)
+    captured.load_state_dict(eager.state_dict())
+    compiled = dynacap.optimize(captured, backend=backend)
+    for _ in range(2):
+        x = torch.randn(2, 3)
+        torch.testing.assert_close(compiled(x), eager(x))
+    assert captured_log == eager_log and len(eager_log) == 8
+    explained = dynacap.explain(_hooked([]))(torch.randn(2, 3))
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0)
+
+
+def test_a_hook_removed_or_added_after_capture_is_seen():
+    torch.manual_seed(0)
+    net = Hooked()
+    compiled = dynacap.optimize(net)
+    x = torch.randn(2, 3)
+    torch.testing.assert_close(compiled(x), net(x))
+    handle = net.fc.register_forward_hook(lambda module, args, output: output * 0)
+    torch.testing.assert_close(compiled(x), net(x))
+    torch.testing.assert_close(compiled(x), torch.ones(2, 3))
+    handle.remove()
+    torch.testing.assert_close(compiled(x), net(x))
+    pre = net.act.register_forward_pre_hook(lambda module, args: (args[0] + 5,))
+    torch.testing.assert_close(compiled(x), net(x))
+    pre.remove()
+    torch.testing.assert_close(compiled(x), net(x))
+
+
+def test_backward_pre_hook_of_a_child_is_not_skipped():
+    """``register_full_backward_pre_hook`` on a child: the hook runs in backward, as in eager."""
+    calls = []
+    torch.manual_seed(0)
+    net = Hooked()
+    net.fc.register_full_backward_pre_hook(lambda module, grad_output: calls.append("bw") or None)
+    x = torch.randn(2, 3, requires_grad=True)
+    dynacap.optimize(net)(x).sum().backward()
+    assert calls == ["bw"]
+
+
+def test_backward_pre_hook_added_after_capture_runs():
+    calls = []
+    torch.manual_seed(0)
+    net = Hooked()
+    compiled = dynacap.optimize(net)
+    x = torch.randn(2, 3, requires_grad=True)
+    compiled(x).sum().backward()
+    net.fc.register_full_backward_pre_hook(lambda module, grad_output: calls.append("bw") or None)
+    compiled(x).sum().backward()
+    assert calls == ["bw"]
+
+
+def test_hook_added_to_a_child_guarded_by_identity_is_seen():
+    with dynacap.config.patch(share_graphs_across_instances=False):
+        torch.manual_seed(0)
+        net = Hooked()
+        compiled = dynacap.optimize(net)
+        x = torch.randn(2, 3)
+        torch.testing.assert_close(compiled(x), net(x))
+        net.fc.register_forward_hook(lambda module, args, output: output * 0)
+        torch.testing.assert_close(compiled(x), net(x))

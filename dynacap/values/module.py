@@ -4,8 +4,9 @@ Children, parameters and buffers are read from the module's own dicts (so
 guards never go through ``__getattr__``) and guarded by identity.
 Built-in ``torch.nn`` layers have their ``forward`` inlined speculatively
 (falling back to one ``call_module`` node); user modules and containers are
-inlined by calling their ``forward`` through the tracer.  Modules with hooks
-are graph breaks (the hooks would be skipped).
+inlined by calling their ``forward`` through the tracer.  Forward pre-hooks
+and forward hooks are traced around the forward in ``Module.__call__``'s
+order; backward hooks and global module hooks are graph breaks.
 """
 from __future__ import annotations
 
@@ -92,6 +93,10 @@ class ModuleValue(Value):
         """
         m, source = self.module, self.source
         tx.guards.type_match(source, m)
+        if has_forward_hooks(m):
+            _guard_hooked_state(tx, m, source)
+            self.identity_known = False
+            return self
         names = {kind: list(m.__dict__.get(kind, {})) for kind in ("_parameters", "_buffers", "_modules")}
         tx.guards.add("MODULE_STATE", source,
                       "list({s}._parameters) == {p} and list({s}._buffers) == {b} and list({s}._modules) == {c} "
@@ -100,6 +105,7 @@ class ModuleValue(Value):
                       f"{source.expr()} has parameters {names['_parameters']}, buffers {names['_buffers']}, "
                       f"children {names['_modules']} and no hooks",
                       p=names["_parameters"], b=names["_buffers"], c=names["_modules"])
+        _guard_no_hooks(tx, source, ("_backward_pre_hooks",))
         self.identity_known = False
         return self
 
@@ -178,8 +184,56 @@ class ModuleValue(Value):
 
     def call(self, tx, args, kwargs):
         m = self.module
-        if m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or _global_hooks():
-            raise GraphBreak(f"{self.describe()} has forward/backward hooks; it is called eagerly")
+        if m._backward_hooks or m._backward_pre_hooks or _global_hooks():
+            raise GraphBreak(f"{self.describe()} has backward hooks (or global module hooks are installed); "
+                             "it is called eagerly")
+        if has_forward_hooks(m):
+            return self._call_with_hooks(tx, args, kwargs)
+        if self.source is not None and self.identity_known:
+            # The structure guard of a shared module covers its hooks; one guarded by identity needs its own.
+            _guard_no_hooks(tx, self.source, _HOOK_DICTS)
+        return self._call_forward(tx, args, kwargs)
+
+    def _call_with_hooks(self, tx, args: list, kwargs: dict) -> Value:
+        """``Module._call_impl`` with forward pre-hooks and forward hooks: each traced in eager's order
+        (pre-hooks may replace the arguments, hooks the result), around the forward."""
+        from .containers import DictValue
+        from .wrap import wrap
+
+        m = self.module
+        if self.source is None:
+            raise GraphBreak(f"{self.describe()} has forward hooks and was not reached from the frame")
+        # No hook's or forward's result is the CALL's result: a break inside one must not resume as if it were.
+        tx.calling = False
+        for hook_id, hook in list(m._forward_pre_hooks.items()):
+            hook_value = wrap(tx, hook, DictEntrySource(self.source, "_forward_pre_hooks", hook_id))
+            if hook_id in m._forward_pre_hooks_with_kwargs:
+                result = hook_value.call(tx, [self, TupleValue(list(args)), DictValue(dict(kwargs))], {})
+                if not _is_none(result):
+                    if result.python_type() is not tuple or len(result.iterate(tx)) != 2:
+                        raise GraphBreak(f"a forward pre-hook of {self.describe()} returned {result.describe()} "
+                                         "(RuntimeError at run time: None or (args, kwargs) is what it takes)")
+                    new_args, new_kwargs = result.iterate(tx)
+                    args, kwargs = list(new_args.iterate(tx)), _kwargs_of(tx, new_kwargs, self)
+            else:
+                result = hook_value.call(tx, [self, TupleValue(list(args))], {})
+                if not _is_none(result):
+                    args = list(result.iterate(tx)) if result.python_type() is tuple else [result]
+        output = self._call_forward(tx, args, kwargs)
+        for hook_id, hook in list(m._forward_hooks.items()):
+            hook_value = wrap(tx, hook, DictEntrySource(self.source, "_forward_hooks", hook_id))
+            if hook_id in m._forward_hooks_with_kwargs:
+                hook_args = [self, TupleValue(list(args)), DictValue(dict(kwargs)), output]
+            else:
+                hook_args = [self, TupleValue(list(args)), output]
+            result = hook_value.call(tx, hook_args, {})
+            if not _is_none(result):
+                output = result
+        return output
+
+    def _call_forward(self, tx, args, kwargs):
+        """What ``Module.__call__`` runs once its hooks are done: the forward."""
+        m = self.module
         if isinstance(m, torch.nn.RNNBase) and torch.is_grad_enabled():
             # AOTAutograd cannot trace the fused RNN kernels' backward (mkldnn_rnn_layer).
             raise GraphBreak(f"{self.describe()} runs eagerly while gradients are enabled (recurrent layers "
@@ -379,7 +433,7 @@ class ModuleSliceValue(TupleValue):
 def is_stateless(m: torch.nn.Module) -> bool:
     """No parameters, buffers, children or hooks: the module is its type and its plain attributes."""
     return not (m._parameters or m._buffers or m._modules or m._forward_hooks or m._forward_pre_hooks
-                or m._backward_hooks or "forward" in m.__dict__)
+                or m._backward_hooks or m._backward_pre_hooks or "forward" in m.__dict__)
 
 
 def create_layer(cls: type, args: list, kwargs: dict) -> "ModuleValue":
@@ -470,7 +524,47 @@ def _global_hooks() -> bool:
     from torch.nn.modules import module as module_impl
 
     return bool(module_impl._global_forward_hooks or module_impl._global_forward_pre_hooks
-                or module_impl._global_backward_hooks)
+                or module_impl._global_backward_hooks or module_impl._global_backward_pre_hooks)
+
+
+_HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks", "_backward_pre_hooks")
+
+
+def _guard_no_hooks(tx, source, kinds) -> None:
+    for kind in kinds:
+        tx.guards.add("MODULE_STATE", AttrSource(source, kind), "list({s}) == {keys}",
+                      f"{source.expr()} has no {kind.strip('_').replace('_', ' ')}", keys=[])
+
+
+def has_forward_hooks(m: torch.nn.Module) -> bool:
+    return bool(m._forward_hooks or m._forward_pre_hooks)
+
+
+def _guard_hooked_state(tx, m: torch.nn.Module, source) -> None:
+    """A module with forward hooks, shared by instances: its structure and which hooks it has (by id, in
+    order; the hooks themselves are guarded through their sources when called) and no backward hooks."""
+    for kind in ("_parameters", "_buffers", "_modules", "_forward_pre_hooks", "_forward_hooks",
+                 "_forward_pre_hooks_with_kwargs", "_forward_hooks_with_kwargs", "_backward_hooks",
+                 "_backward_pre_hooks"):
+        keys = list(m.__dict__.get(kind, {}))
+        tx.guards.add("MODULE_STATE", AttrSource(source, kind), "list({s}) == {keys}",
+                      f"{kind.strip('_').replace('_', ' ')} of {source.expr()} == {keys}", keys=keys)
+    tx.guards.add("MODULE_STATE", source, "'forward' not in {s}.__dict__",
+                  f"{source.expr()} has no instance attribute 'forward'")
+
+
+def _is_none(value: Value) -> bool:
+    return value.is_constant() and value.as_constant() is None
+
+
+def _kwargs_of(tx, value: Value, module: ModuleValue) -> dict:
+    """The keyword arguments a forward pre-hook returned (a dict of names to values)."""
+    from .containers import DictValue
+
+    if not isinstance(value, DictValue) or not all(type(k) is str for k in value.items):
+        raise GraphBreak(f"a forward pre-hook of {module.describe()} returned keyword arguments as "
+                         f"{value.describe()}")
+    return dict(value.items)
 
 
 class MadeSequentialValue(ModuleSliceValue):

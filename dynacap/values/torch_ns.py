@@ -30,7 +30,19 @@ def is_torch_object(obj) -> bool:
     module = getattr(obj, "__module__", None) or ""
     if not (module == "torch" or module.startswith("torch.")):
         return False
+    if _instance_of_traced_class(obj):
+        return False
     return callable(obj) and not isinstance(obj, torch.nn.Module)
+
+
+def _instance_of_traced_class(obj) -> bool:
+    """An object of a class written in torch's traced Python with a Python ``__call__`` (the hook object
+    ``nn.utils.spectral_norm`` registers): an object like a user's, its ``__call__`` traced."""
+    cls = type(obj)
+    if isinstance(obj, type) or not isinstance(getattr(cls, "__call__", None), types.FunctionType):
+        return False
+    rule = trace_rules.lookup(f"{cls.__module__}.{cls.__qualname__}")
+    return rule is not None and rule.rule is Rule.INLINE
 
 
 class TorchValue(Value):
