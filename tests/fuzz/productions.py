@@ -487,7 +487,7 @@ def generator(w, scope, depth):
 # -- frame introspection and del -----------------------------------------------------------
 @statement("del_local", 1)
 def del_local(w, scope, depth):
-    names = [n for n in scope.block if scope.names.get(n) in Scope.KINDS
+    names = [n for n in sorted(scope.block) if scope.names.get(n) in Scope.KINDS
              and (scope.function is None or n not in scope.function.captured)]
     names = [n for n in names if n not in ("x", "y", "xs", "d", "obj", "buf", "k")]
     if not names:
@@ -519,3 +519,6 @@ def locals_read(w, scope, depth):
 
 from . import productions_collections  # noqa: E402,F401  (collections, itertools, user objects)
 from . import productions_sets  # noqa: E402,F401  (sets, frozensets, match statements)
+from . import productions_objects  # noqa: E402,F401  (user classes, dataclasses, namedtuples, subclasses)
+from . import productions_exceptions  # noqa: E402,F401  (raise/try/assert, context managers)
+from . import productions_stdlib  # noqa: E402,F401  (functools, itertools, operator, collections, sorting, str)

@@ -6,6 +6,10 @@ depend on CPython's own set order (``sum`` of floats, ``pop()``, ``str()``;
 are read through ``len`` and ``in``, and iterated only while they hold at
 most two tensors (the sum of two terms does not depend on the order, which
 follows the tensors' ids and differs from run to run, eager included).
+``set_methods`` (not in grammar v1) covers the methods and frozensets:
+subset tests, ``isdisjoint``, ``symmetric_difference``, ``copy``, sets of
+strings and tuples, filtered comprehensions, frozensets as dict keys and
+set members, and a set that escapes into ``G_LAST``.
 ``match`` statements take the entry point's arguments as subjects.
 Registered by importing this module (``productions`` does).
 """
@@ -95,6 +99,40 @@ def global_set(w, scope, depth):
                                              "sorted(G_SET)[0] if G_SET else 0", "len(G_SET | {3})",
                                              "[v for v in G_SET][-1] if G_SET else 0"]))
     scope.define(out, "num")
+    return lines
+
+
+@statement("set_methods", 2)
+def set_methods(w, scope, depth):
+    a, b, n = w.fresh("st"), w.fresh("st"), w.fresh("n")
+    num = lambda: w.num(scope, 1)  # noqa: E731
+    made = [
+        f"{{{num()}, {num()}, 3}}",
+        f"{{str(v_) for v_ in range({w.rng.randint(1, 5)}) if v_ != {num()}}}",
+        f"set('{w.rng.choice(['abc', 'hello', 'aab'])}')",
+        f"{{(v_, v_ % 2) for v_ in range(3)}}",
+        f"frozenset([{num()}, 1, 2])",
+        f"set(range(int(abs({num()})) % 4 + 1))",
+    ]
+    lines = [f"{a} = {w.rng.choice(made)}", f"{b} = frozenset({{{num()}, 1, 'a', (0, 0)}})"]
+    for _ in range(w.rng.randint(0, 2)):
+        lines.append(w.rng.choice([
+            f"{a} = {a}.symmetric_difference({b})", f"{a} = {a} | {b}.copy()",
+            f"{a} = {a}.difference({b}, {{{num()}}})", f"{a} = set({a}).intersection({b}, {a})",
+            f"{a} = {a} ^ {b}" if w.rng.random() < 0.5 else f"{a} = {b} - {a}",
+        ]))
+    lines.append(f"{n} = " + w.rng.choice([
+        f"{a}.issubset({b}) + {b}.issuperset({{1}}) * 2 + {a}.isdisjoint({b}) * 4 + len({a})",
+        f"len({{{b}: 1, frozenset({a}): 2}}) + ({b} in {{{b}, frozenset()}})",
+        f"({a} == set({a})) + ({a} < {a} | {{99}}) + ({b} >= frozenset({{1}}))",
+        f"len(sorted(map(repr, {a} | {b})))",
+        f"sum(1 for v_ in {a} if v_ in {b})",
+        f"len({a} & {b}) + isinstance({b}, frozenset) + (type({a} | {b}) is type({a}))",
+    ]))
+    if w.rng.random() < 0.2:
+        scope.function.global_writes.add("G_LAST")
+        lines.append(f"G_LAST = {w.rng.choice([a, b])}")
+    scope.define(n, "num")
     return lines
 
 

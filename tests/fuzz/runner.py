@@ -5,9 +5,9 @@ dict (so every engine run starts from the same globals), wraps its ``fn``
 with the engine, calls it ``inputs.CALLS`` times with the arguments of
 ``inputs.make_args`` and returns a ``Run``: per call an ``Observation`` (a
 snapshot of the result, the arguments after the call, the module's ``G_*``
-globals, printed text, the exception), plus the internal-error warnings the
-engine emitted and what it compiled (graphs, graph breaks and their
-reasons, from ``Engine.counts``).  Snapshots copy tensors and containers and replace a second
+globals and its classes' constant attributes, printed text, the exception),
+plus the internal-error warnings the engine emitted and what it compiled
+(graphs, graph breaks and their reasons, from ``Engine.counts``).  Snapshots copy tensors and containers and replace a second
 reference to the same tensor/list/dict/object by an ``("<alias>", path)``
 marker, so lost aliasing shows up as a difference.  It compares nothing
 (see ``classify``).
@@ -15,6 +15,7 @@ marker, so lost aliasing shows up as a difference.  It compares nothing
 from __future__ import annotations
 
 import builtins
+import collections
 import contextlib
 import io
 import linecache
@@ -60,9 +61,16 @@ class Run:
 
 
 def snapshot(value, memo: dict, path: str):
-    """A copy of ``value`` made of tensors, plain containers and constants (see the module doc)."""
-    program_object = type(value).__module__ == "fuzz_program" and hasattr(value, "__dict__")
-    if isinstance(value, (torch.Tensor, list, dict, Obj, io.StringIO, set)) or program_object:
+    """A copy of ``value`` made of tensors, plain containers and constants (see the module doc).
+
+    Containers of other types keep their type's name (``OrderedDict``, ``Counter``, a namedtuple, a
+    ``tuple``/``dict`` subclass of the program, ``deque``), objects of the program's classes their
+    ``__dict__`` or ``__slots__``.
+    """
+    program_object = type(value).__module__ == "fuzz_program" and (
+        hasattr(value, "__dict__") or hasattr(type(value), "__slots__"))
+    mutable = (torch.Tensor, list, dict, Obj, io.StringIO, set, collections.deque)
+    if isinstance(value, mutable) or program_object:
         if id(value) in memo:
             return ("<alias>", memo[id(value)])
         memo[id(value)] = path
@@ -70,11 +78,20 @@ def snapshot(value, memo: dict, path: str):
         return value.detach().clone()
     if isinstance(value, list):
         return [snapshot(v, memo, f"{path}[{i}]") for i, v in enumerate(value)]
-    if isinstance(value, tuple) and type(value) in (tuple, torch.Size):
-        return type(value)(snapshot(v, memo, f"{path}[{i}]") for i, v in enumerate(value))
+    if isinstance(value, tuple):
+        items = tuple(snapshot(v, memo, f"{path}[{i}]") for i, v in enumerate(value))
+        return type(value)(items) if type(value) in (tuple, torch.Size) else (f"<{type(value).__name__}>", items)
     if isinstance(value, dict):
-        return {k: snapshot(v, memo, f"{path}[{k!r}]") for k, v in value.items()}
+        # Keys of the program's classes compare by their text: each run has classes of its own.
+        items = {(("<key>", repr(k)) if type(k).__module__ == "fuzz_program" else k): snapshot(v, memo, f"{path}[{k!r}]")
+                 for k, v in value.items()}
+        return items if type(value) is dict else (f"<{type(value).__name__}>", items)
+    if isinstance(value, collections.deque):
+        return ("<deque>", value.maxlen, [snapshot(v, memo, f"{path}[{i}]") for i, v in enumerate(value)])
     if isinstance(value, Obj) or program_object:
+        if not hasattr(value, "__dict__"):
+            slots = {n: getattr(value, n) for n in type(value).__slots__ if hasattr(value, n)}
+            return {f"<{type(value).__name__}>": snapshot(slots, memo, f"{path}.__slots__")}
         return {f"<{type(value).__name__}>": snapshot(dict(vars(value)), memo, f"{path}.__dict__")}
     if isinstance(value, io.StringIO):
         return ("<StringIO>", value.getvalue())
@@ -88,7 +105,7 @@ def snapshot(value, memo: dict, path: str):
 def load_module(source: str, filename: str) -> dict:
     module = {"__name__": "fuzz_program", "__file__": filename, "__builtins__": builtins}
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    exec(compile(source, filename, "exec"), module)
+    exec(compile(source, filename, "exec", dont_inherit=True), module)  # not this file's __future__ imports
     return module
 
 
@@ -142,7 +159,12 @@ def _call(fn, args: dict, module: dict, filename: str, engine) -> Observation:
             obs.engine_raised, obs.where = _origin(e, filename, engine.internal_dirs)
     memo: dict = {}
     obs.args = snapshot(args, memo, "args")
-    obs.globals = snapshot({n: v for n, v in module.items() if n.startswith("G_")}, memo, "globals")
+    state = {n: v for n, v in module.items() if n.startswith("G_")}
+    for n, cls in module.items():  # class attributes a program may assign (``Acc.scale = 4``)
+        if isinstance(cls, type) and cls.__module__ == "fuzz_program":
+            state[f"<class {n}>"] = {a: v for a, v in vars(cls).items()
+                                     if not a.startswith("__") and isinstance(v, (bool, int, float, str))}
+    obs.globals = snapshot(state, memo, "globals")
     obs.result = snapshot(result, memo, "result")
     obs.stdout = out.getvalue()
     return obs
