@@ -6,7 +6,7 @@ import types
 from ..errors import GraphBreak
 from ..values.base import NullValue, Value
 from ..values.containers import DictValue, SequenceValue, TupleValue
-from ..values.context_managers import call_context_function, make_modelled
+from ..values.context_managers import make_modelled
 from ..values.exceptions import is_exception_class, make_exception
 from ..values.functions import MadeFunction, UserFunctionValue
 from .ops_variables import CellRefValue, CodeConstant
@@ -31,8 +31,6 @@ def _made_here(fn: Value, args: list[Value], kwargs: dict[str, Value]) -> Value 
         return make_exception(fn.as_constant(), args, kwargs)
     if fn.is_constant() and isinstance(fn.as_constant(), type):
         return make_modelled(fn.as_constant(), args, kwargs)
-    if isinstance(fn, UserFunctionValue):
-        return call_context_function(fn, args, kwargs)
     return None
 
 

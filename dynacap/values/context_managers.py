@@ -176,11 +176,23 @@ class SuppressValue(ModelledContextValue):
 class GeneratorContextValue(ModelledContextValue):
     """A ``contextlib.contextmanager`` function called: the generator is made and run when entered."""
 
-    def __init__(self, fn: Value, args: list[Value], kwargs: dict[str, Value]):
+    def __init__(self, helper: Value, fn: Value, args: list[Value], kwargs: dict[str, Value]):
+        self.helper = helper  # the function contextmanager returned
         self.fn = fn
         self.args = args
         self.kwargs = kwargs
         self.generator = None
+
+    def reconstruct(self, cg):
+        """Not entered yet (a break at its ``with``): a fresh one, made by the same call."""
+        if self.generator is not None or self.kwargs:
+            raise GraphBreak(f"{self.describe()} made while capturing cannot be rebuilt after the graph")
+        cg.append("PUSH_NULL")
+        self.helper.reconstruct(cg)
+        for arg in self.args:
+            arg.reconstruct(cg)
+        cg.append("PRECALL", len(self.args))
+        cg.append("CALL", len(self.args))
 
     def describe(self):
         return f"{self.fn.fn.__qualname__}() (a contextlib.contextmanager)"
@@ -203,7 +215,12 @@ class GeneratorContextValue(ModelledContextValue):
         # Its `yield` may sit in a try block: this block's exit runs the handler, in the trace.
         generator.tracer.managed = True
         self.generator = generator
-        item = generator.next_item(tx)
+        try:
+            item = generator.next_item(tx)
+        except GraphBreak as e:
+            if not isinstance(e, PythonError):
+                self.generator = None  # a break resumes before the `with`, where it is not entered yet
+            raise
         if item is None:
             raise python_error(RuntimeError, "generator didn't yield")
         return item
@@ -230,16 +247,16 @@ class GeneratorContextValue(ModelledContextValue):
 
 
 def call_context_function(fn_value, args, kwargs) -> Value | None:
-    """Calling a function of ``contextlib`` modelled here (None: not one of them)."""
-    fn = fn_value.fn if hasattr(fn_value, "fn") else None
-    if fn is None:
+    """Calling a function ``contextlib.contextmanager`` made (None: ``fn_value`` is another function)."""
+    fn = fn_value.fn
+    if fn.__code__ is not _CONTEXTMANAGER_HELPER or fn_value.made is not None:
         return None
-    wrapped = getattr(fn, "__wrapped__", None)
-    if getattr(fn, "__code__", None) is _CONTEXTMANAGER_HELPER and type(wrapped) is types.FunctionType:
-        from .functions import UserFunctionValue
+    func = fn.__closure__[0].cell_contents  # the decorated generator function ``helper`` closes over
+    if type(func) is not types.FunctionType:
+        raise GraphBreak(f"contextlib.contextmanager over {type(func).__name__} is not captured")
+    from .functions import UserFunctionValue
 
-        return GeneratorContextValue(UserFunctionValue(wrapped), args, kwargs)
-    return None
+    return GeneratorContextValue(fn_value, UserFunctionValue(func), args, kwargs)
 
 
 def make_modelled(cls: type, args: list[Value], kwargs: dict[str, Value]) -> Value | None:

@@ -91,6 +91,11 @@ class UserFunctionValue(Value):
         return ConstantValue(code)
 
     def call(self, tx, args, kwargs):
+        from .context_managers import call_context_function
+
+        modelled = call_context_function(self, args, kwargs)
+        if modelled is not None:
+            return modelled
         return tx.inline_call(self, args, kwargs)
 
     def reconstruct(self, cg) -> None:
