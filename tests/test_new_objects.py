@@ -7,12 +7,15 @@ attribute writes could run other code (``__slots__``, a metaclass, ``__setattr__
 bases...) are a break naming the class.  Each test compares with eager (``run_differential``: results,
 mutated inputs, printed text, exceptions), then graph counts.
 """
+import collections.abc
 import dataclasses
+import inspect
 
 import pytest
 import torch
 
 import dynacap
+from dynacap.values import iterators
 from differential import CountingBackend, assert_fully_captured, explain_captured, run_differential
 
 BACKENDS = ["eager", "aot_eager"]
@@ -751,3 +754,68 @@ def test_metaclass_without_call_and_attribute_hooks_are_captured(cls, backend):
 
     run_differential(observed, torch.ones(2), backend=CountingBackend(inner=backend))
     assert_fully_captured(make, torch.ones(2))
+
+
+class Evens(collections.abc.Sequence):
+    """A ``Sequence`` (transformers' ``_PerLayerConfigView``): iterated by ``Sequence.__iter__``, until IndexError."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if i >= self.n:
+            raise IndexError("out of range")
+        return i * 2
+
+
+class Shifted:
+    def __init__(self, xs):
+        self.xs = xs
+
+    def __iter__(self):
+        for x in self.xs:
+            yield x + 1
+
+
+_LAZY_ITER = ".iterator" in inspect.getsource(iterators.iterator_of) or "\"iterator\"" in inspect.getsource(
+    iterators.iterator_of)
+
+
+class Logged:
+    def __init__(self, log):
+        self.log = log
+
+    def __iter__(self):
+        for i in range(3):
+            self.log.append(i)
+            yield i
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_generator_iter_method_interleaves_with_the_loop_body_as_eager(backend):
+    def f(x):
+        log = []
+        for v in Logged(log):
+            log.append(-v)
+            x = x + v
+        return x, log
+
+    run_differential(f, torch.ones(2), backend=CountingBackend(inner=backend))
+
+
+@pytest.mark.skipif(not _LAZY_ITER, reason="needs iterators.iterator_of to ask ObjectValue.iterator (requests-objects.md)")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_iterating_sequences_and_generator_iter_methods(backend):
+    def f(x):
+        total = 0
+        for v in Evens(3):
+            total = total + v
+        for g in Shifted([x, x * 2]):
+            x = x + g
+        return x * total, list(Shifted([1, 2])), [*Evens(2)]
+
+    run_differential(f, torch.ones(2), backend=CountingBackend(inner=backend))
+    assert_fully_captured(f, torch.ones(2))

@@ -4,7 +4,7 @@ from __future__ import annotations
 from ..errors import GraphBreak
 from ..values.constant import ConstantValue
 from ..values.containers import DictValue, ListValue, TupleValue
-from ..values.objects import ObjectValue
+from ..values.objects import ObjectValue, all_items
 from ..values.sets import SetValue, set_add, set_update
 from ..values.symbolic import SymNumberValue, SymSliceValue
 from ..values.tensor import TensorValue
@@ -39,7 +39,7 @@ def _list_extend(tx, ins):
     value = tx.pop()
     target = tx.stack[-ins.arg]
     target.mutate(tx, "list extend")
-    target.items.extend(value.iterate(tx))
+    target.items.extend(all_items(tx, value))
 
 
 @handles("BUILD_SET")
@@ -183,7 +183,7 @@ def _delete_subscr(tx, ins):
 @handles("UNPACK_SEQUENCE")
 def _unpack_sequence(tx, ins):
     seq = tx.pop()
-    items = seq.iterate(tx)
+    items = all_items(tx, seq)
     if len(items) != ins.arg:
         raise GraphBreak(f"unpacking {len(items)} values into {ins.arg} (ValueError at run time)")
     for item in reversed(items):
@@ -193,7 +193,7 @@ def _unpack_sequence(tx, ins):
 @handles("UNPACK_EX")
 def _unpack_ex(tx, ins):
     seq = tx.pop()
-    items = seq.iterate(tx)
+    items = all_items(tx, seq)
     before, after = ins.arg & 0xFF, ins.arg >> 8
     if len(items) < before + after:
         raise GraphBreak("not enough values to unpack (ValueError at run time)")

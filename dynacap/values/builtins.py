@@ -258,7 +258,9 @@ def _sequence_ctor(container):
     def handler(tx, args, kwargs):
         if kwargs:
             return None
-        items = args[0].iterate(tx) if args else []
+        from .objects import all_items
+
+        items = all_items(tx, args[0]) if args else []
         return TupleValue(items) if container is tuple else ListValue(items)
 
     return handler

@@ -184,13 +184,54 @@ class ObjectValue(Value):
     def setitem(self, tx, index, value):
         self.call_special(tx, "__setitem__", [index, value], "item assignment")
 
+    def iterator(self, tx) -> Value | None:
+        """``iter(obj)`` through the class's own ``__iter__`` (pulled lazily), or None where it has none.
+
+        ``collections.abc.Sequence.__iter__`` is a model (``models.collections``) traced in its place.
+        """
+        from ..models import collections as models
+        from .containers import IteratorValue
+        from .functions import UserFunctionValue
+        from .iterators import PullIterator
+
+        method = class_lookup(type(self.obj), "__iter__")
+        if method is collections.abc.Sequence.__iter__:
+            guard_class_attribute(tx, self, self.obj, "__iter__", method)
+            return UserFunctionValue(models.sequence_iter).call(tx, [self], {})
+        if type(method) is not types.FunctionType:
+            return None
+        made = self.call_special(tx, "__iter__", [], "iteration")
+        if not isinstance(made, (IteratorValue, PullIterator)):
+            raise GraphBreak(f"iteration over {self.describe()}: its __iter__ returned {made.describe()}")
+        return made
+
+    def consume(self, tx) -> list[Value]:
+        """Every item, for a consumer that takes them all before doing anything else (``list(obj)``,
+        unpacking): the class's own ``__iter__`` pulled to the end."""
+        iterator = self.iterator(tx)
+        if iterator is None:
+            return self.iterate(tx)
+        items = []
+        while (item := iterator.next_item(tx)) is not None:
+            items.append(item)
+        return items
+
     def iterate(self, tx):
         """``iter(obj)`` where it is the built-in base's (a dict subclass: its keys)."""
         if type(class_lookup(type(self.obj), "__iter__")) in _BUILTIN_METHOD_TYPES:
             bound = self.base_method(tx, "__iter__")
             if bound is not None:
                 return bound.call(tx, [], {}).iterate(tx)
-        return super().iterate(tx)
+        from .containers import IteratorValue
+
+        iterator = self.iterator(tx)
+        if iterator is None:
+            return super().iterate(tx)
+        if not isinstance(iterator, IteratorValue):
+            # Its items are made by code that may interleave with the consumer's (a ``for`` body):
+            # only a lazy pull (``iterators.iterator_of``) keeps eager's order.
+            raise GraphBreak(f"iterating over {self.describe()}, whose __iter__ makes its items one by one")
+        return iterator.iterate(tx)
 
     def call(self, tx, args, kwargs):
         """``obj(*args)``: the class's ``__call__``, inlined with the object bound (its result is the CALL's)."""
@@ -248,6 +289,11 @@ class ObjectValue(Value):
                 return bool(value)
             raise GraphBreak(f"truth value of {self.describe()}: its {name} gave {result.describe()}")
         return True
+
+
+def all_items(tx, value: Value) -> list[Value]:
+    """``value``'s items for a consumer that takes them all at once (``list(v)``, ``[*v]``, unpacking)."""
+    return value.consume(tx) if isinstance(value, ObjectValue) else value.iterate(tx)
 
 
 def escaped(e: AttributeMissing) -> AttributeMissing:
