@@ -3,11 +3,13 @@
 The programs are those of ``tests/test_module_programs.py`` (``PROGRAMS``).  For each one, a
 fresh module (same seed) is run eagerly, under ``dynacap.explain`` and under torch.compile
 (``torch._dynamo.explain`` for its breaks, ``torch.compile`` with a counting ``eager``
-backend for its graphs and result; ``torch._dynamo.reset()`` before each).  Both results are
-compared with eager's.  The ``scalar`` and ``dynamic`` groups run with ``capture_scalar_outputs``
-and ``capture_dynamic_output_shape_ops`` on in both engines.  Prints a markdown table, the
-totals, and each row where dynacap has more graphs or breaks than torch.compile with both
-engines' break reasons; exits non-zero when a result differs from eager.
+backend for its graphs and result; ``torch._dynamo.reset()`` before each; where explain lists
+no break, ``fullgraph=True`` tells whether there is one it leaves out: a break before a frame's
+first operation).  Both results are compared with eager's.  The ``scalar`` and ``dynamic``
+groups run with ``capture_scalar_outputs`` and ``capture_dynamic_output_shape_ops`` on in both
+engines.  Prints a markdown table, the totals, and each row where dynacap has more graphs or
+breaks than torch.compile with both engines' break reasons; exits non-zero when a result
+differs from eager.
 
 Usage::
 
@@ -83,13 +85,19 @@ def run_torch(prog: Program, expected) -> dict:
     finally:
         torch._dynamo.reset()
     reasons = [str(r.reason).splitlines()[0] for r in explained.break_reasons]
-    if explained.graph_count == 0 and not reasons:
-        reasons = [skipped_frame_reason(prog)]  # explain reports a frame it ran eagerly as -1 breaks
+    if not reasons:
+        # explain lists no break made before a frame's first graph operation (a frame it ran eagerly shows
+        # as -1 breaks, `warnings.warn(...)` before the ops as none): fullgraph=True tells.
+        hidden = fullgraph_error(prog)
+        if hidden is not None:
+            reasons = [hidden]
+        elif explained.graph_count == 0:
+            reasons = ["no graph and no reason given"]
     return {"graphs": backend.graphs, "breaks": len(reasons), "same": same(expected, result), "reasons": reasons}
 
 
-def skipped_frame_reason(prog: Program) -> str:
-    """Why torch.compile ran the whole frame eagerly: the error ``fullgraph=True`` raises."""
+def fullgraph_error(prog: Program) -> str | None:
+    """Why torch.compile cannot capture the program in one graph: the error ``fullgraph=True`` raises (None: it can)."""
     model, args = prog.build()
     try:
         seeded(torch.compile(model, backend="eager", fullgraph=True), args)
@@ -98,7 +106,7 @@ def skipped_frame_reason(prog: Program) -> str:
         return " ".join(lines[:2])
     finally:
         torch._dynamo.reset()
-    return "no graph and no reason given"
+    return None
 
 
 def cell(run: dict) -> str:
