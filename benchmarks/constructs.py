@@ -94,6 +94,8 @@ def run_torch(prog: Construct, eager) -> dict:
         breaks = dict(torch._dynamo.utils.counters["graph_break"])
     finally:
         torch._dynamo.reset()
+    if outcome.exception is not None and eager.exception is None:
+        return {"error": first_line(f"{type(outcome.exception).__name__}: {outcome.exception}")}
     return {"graphs": backend.graphs, "breaks": sum(breaks.values()), "same": same(eager, outcome),
             "reasons": [first_line(r) for r in breaks]}
 

@@ -12,6 +12,7 @@ table is regenerated (``benchmarks/constructs.py --known-breaks``).  A result di
 eager is never a known break; such an entry's reason starts with "WRONG RESULT:".
 ``benchmarks/constructs.py`` runs the same programs under torch.compile, side by side.
 """
+import copy
 import warnings
 
 import pytest
@@ -19,7 +20,7 @@ import pytest
 import dynacap
 from constructs import PROGRAMS, Construct
 from constructs.known_breaks import KNOWN_BREAKS
-from differential import CountingBackend, clone_inputs, compare_outcomes, run_once
+from differential import CountingBackend, assert_same, compare_outcomes, run_once
 
 INTERNAL_ERROR = "dynacap: internal error"
 
@@ -38,26 +39,56 @@ class InternalError(AssertionError):
 def run_captured(prog: Construct, backend=None) -> int:
     """Eager and two fullgraph dynacap runs of ``prog``; every observable must match. Returns the graph count.
 
-    Raises ``dynacap.Unsupported`` when dynacap cannot capture the program in one graph and
-    ``InternalError`` when capture failed inside dynacap.
+    Each run gets fresh inputs (``prog.build()``: user objects too) and starts from the same
+    globals of the program's module.  Raises ``dynacap.Unsupported`` when dynacap cannot capture
+    the program in one graph and ``InternalError`` when capture failed inside dynacap.
     """
-    args = prog.build()
     counting = CountingBackend(backend)
     compiled = dynacap.optimize(prog.fn, backend=counting, fullgraph=True)
+    module_globals = prog.fn.__globals__
+    initial = _plain_globals(module_globals)
     for call in range(2):
-        e_args, e_kwargs = clone_inputs((args, {}))
-        eager = run_once(prog.fn, e_args, e_kwargs, capture_stdout=True)
-        c_args, c_kwargs = clone_inputs((args, {}))
+        eager = run_once(prog.fn, prog.build(), {}, capture_stdout=True)
+        e_globals = _plain_globals(module_globals)
+        _restore(module_globals, initial)
         with warnings.catch_warnings():
             warnings.filterwarnings("error", message=INTERNAL_ERROR)
-            captured = run_once(compiled, c_args, c_kwargs, capture_stdout=True)
+            captured = run_once(compiled, prog.build(), {}, capture_stdout=True)
+        c_globals = _plain_globals(module_globals)
+        _restore(module_globals, initial)
         error = captured.exception
         if isinstance(error, dynacap.Unsupported):
             raise error
         if isinstance(error, UserWarning) and str(error).startswith(INTERNAL_ERROR):
             raise InternalError(str(error))
         compare_outcomes(eager, captured, f"call {call}")
+        assert_same(e_globals, c_globals, f"call {call}: module globals after the call")
     return counting.compiles
+
+
+def _plain_globals(module_globals: dict) -> dict:
+    """Copies of the module's globals that a program may write: numbers, strings, lists, dicts, tuples."""
+    return {k: copy.deepcopy(v) for k, v in module_globals.items()
+            if type(v) in PLAIN and not k.startswith("__")}
+
+
+def _restore(module_globals: dict, saved: dict) -> None:
+    """Put the saved globals back; lists and dicts in place (their identity may be guarded)."""
+    for k in [k for k in module_globals
+              if type(module_globals[k]) in PLAIN and not k.startswith("__") and k not in saved]:
+        del module_globals[k]
+    for k, v in saved.items():
+        current = module_globals.get(k)
+        if type(current) is list and type(v) is list:
+            current[:] = copy.deepcopy(v)
+        elif type(current) is dict and type(v) is dict:
+            current.clear()
+            current.update(copy.deepcopy(v))
+        else:
+            module_globals[k] = copy.deepcopy(v)
+
+
+PLAIN = (int, float, str, bool, list, dict, tuple)
 
 
 def _param(name):
@@ -97,5 +128,5 @@ def test_benchmark_table(capsys):
     spec.loader.exec_module(bench)
     assert bench.main(["new_object_method", "closure_read"]) == 0
     out = capsys.readouterr().out
-    assert "| objects | 1 | 1 | 1 | 0 | 0 |" in out and "| control | 1 | 1 | 1 | 0 | 0 |" in out
-    assert "programs: 2" in out and "results different from eager: none" in out
+    assert "| objects | 1 | 1 | 1 | 0 | 0 |" in out and "| control | 1 | 1 | 1 | 0 | 0 |" in out, out
+    assert "programs: 2" in out and "results different from eager: none" in out, out
