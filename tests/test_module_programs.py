@@ -1506,8 +1506,6 @@ KNOWN_BREAKS: Dict[str, str] = {
         '`torch._pack_padded_sequence` produces a value that depends on tensor data '
         '(DynamicOutputShapeException); it cannot be captured in a static graph '
         '(dynacap.config.capture_dynamic_output_shape_ops=True keeps it in the graph)',
-    "spectral_norm_eval":
-        "module Linear self._modules['fc'] has forward/backward hooks; it is called eagerly",
     "warn_flag_on":
         'call to `_warnings.warn`, a function dynacap cannot look inside; it runs eagerly (wrap it with '
         'dynacap.disable, or use a torch operation instead)',

@@ -9,7 +9,8 @@ from .tracer import CellBox, TraceContext, Tracer
 
 # Importing the opcode families registers their handlers in ``tracer.HANDLERS``; the opcodes
 # none of them handles break with the reason in ``ops_unsupported`` (imported last).
-from . import ops_calls, ops_containers, ops_control, ops_match, ops_operators, ops_variables  # noqa: E402,F401
+from . import ops_calls, ops_containers, ops_control, ops_exceptions, ops_match, ops_operators  # noqa: E402,F401
+from . import ops_variables  # noqa: E402,F401
 from . import ops_sets, ops_unsupported  # noqa: E402,F401  (set operators wrap the general ones)
 
 __all__ = ["Tracer", "TraceContext", "CellBox"]

@@ -296,12 +296,15 @@ class Tracer:
     # -- main loop ---------------------------------------------------------------------
     def run(self) -> Value:
         """Interpret until ``RETURN_VALUE``; raises ``GraphBreak`` (with the user stack) otherwise."""
+        handled = self.ctx.exc_info
         try:
             while self.return_value is None:
                 self.step()
         except GraphBreak as e:
             if not e.user_stack:
                 e.user_stack = self.user_stack()
+            # A break inside one of its handlers leaves the frame (a caller may go on: speculation).
+            self.ctx.exc_info = handled
             raise
         return self.return_value
 
@@ -573,9 +576,17 @@ def _default_source(fn_value, name: str, param: inspect.Parameter):
 
 
 def _identity_of(value: Value):
-    """The object a value stood for while tracing (for attribute overrides within one trace)."""
+    """The object a value stood for while tracing (for attribute overrides within one trace).
+
+    A module shared across instances (guarded by structure, not identity) stands, within one trace,
+    for the runtime one, as a plain object's ``obj`` does: the override is per trace, and the replay
+    reloads the module through its source.
+    """
+    from ..values.module import ModuleValue
     from ..values.objects import ObjectValue
 
+    if isinstance(value, ModuleValue):
+        return value.module
     return value.obj if isinstance(value, ObjectValue) else value.real_object()
 
 

@@ -27,6 +27,12 @@ def iterator_of(tx, value: Value) -> Value:
     """``iter(value)``: an iterator itself, or an ``IteratorValue`` over a known sequence's items."""
     if isinstance(value, (IteratorValue, PullIterator)):
         return value
+    from .objects import ObjectValue
+
+    if isinstance(value, ObjectValue):
+        made = value.iterator(tx)  # through the class's own __iter__, pulled lazily
+        if made is not None:
+            return made
     return IteratorValue(value.iterate(tx))
 
 
@@ -115,6 +121,7 @@ class GeneratorValue(PullIterator):
         frame.parent = tx
         pulled = len(frame.yielded)
         self.running = True
+        handled = tx.ctx.exc_info
         try:
             while len(frame.yielded) == pulled:
                 frame.step()
@@ -123,6 +130,7 @@ class GeneratorValue(PullIterator):
                     return None
         except GraphBreak as e:
             self.broken = True
+            tx.ctx.exc_info = handled  # a break inside one of its handlers leaves it there
             if not e.user_stack:
                 e.user_stack = frame.user_stack()
             raise
