@@ -246,3 +246,20 @@ def test_hook_added_to_a_child_guarded_by_identity_is_seen():
         torch.testing.assert_close(compiled(x), net(x))
         net.fc.register_forward_hook(lambda module, args, output: output * 0)
         torch.testing.assert_close(compiled(x), net(x))
+
+
+def test_hook_registered_in_forward_runs_as_in_eager():
+    class Net(Hooked):
+        def forward(self, x):
+            if not self.fc._forward_hooks:
+                self.fc.register_forward_hook(lambda module, args, output: output * 10)
+            return self.fc(x) + 1
+
+    torch.manual_seed(0)
+    eager, captured = Net(), Net()
+    captured.load_state_dict(eager.state_dict())
+    compiled = dynacap.optimize(captured)
+    for _ in range(2):
+        x = torch.randn(2, 3)
+        torch.testing.assert_close(compiled(x), eager(x))
+    assert len(captured.fc._forward_hooks) == len(eager.fc._forward_hooks) == 1

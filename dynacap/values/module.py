@@ -203,6 +203,9 @@ class ModuleValue(Value):
         m = self.module
         if self.source is None:
             raise GraphBreak(f"{self.describe()} has forward hooks and was not reached from the frame")
+        if any(getattr(tx.ctx.containers.get(id(m.__dict__.get(kind))), "mutated", False)
+               for kind in _FORWARD_HOOK_DICTS):
+            raise GraphBreak(f"the forward hooks of {self.describe()} were changed in the captured code")
         # No hook's or forward's result is the CALL's result: a break inside one must not resume as if it were.
         tx.calling = False
         for hook_id, hook in list(m._forward_pre_hooks.items()):
@@ -210,7 +213,7 @@ class ModuleValue(Value):
             if hook_id in m._forward_pre_hooks_with_kwargs:
                 result = hook_value.call(tx, [self, TupleValue(list(args)), DictValue(dict(kwargs))], {})
                 if not _is_none(result):
-                    if result.python_type() is not tuple or len(result.iterate(tx)) != 2:
+                    if not issubclass(result.python_type(), tuple) or len(result.iterate(tx)) != 2:
                         raise GraphBreak(f"a forward pre-hook of {self.describe()} returned {result.describe()} "
                                          "(RuntimeError at run time: None or (args, kwargs) is what it takes)")
                     new_args, new_kwargs = result.iterate(tx)
@@ -218,7 +221,7 @@ class ModuleValue(Value):
             else:
                 result = hook_value.call(tx, [self, TupleValue(list(args))], {})
                 if not _is_none(result):
-                    args = list(result.iterate(tx)) if result.python_type() is tuple else [result]
+                    args = list(result.iterate(tx)) if issubclass(result.python_type(), tuple) else [result]
         output = self._call_forward(tx, args, kwargs)
         for hook_id, hook in list(m._forward_hooks.items()):
             hook_value = wrap(tx, hook, DictEntrySource(self.source, "_forward_hooks", hook_id))
@@ -528,6 +531,8 @@ def _global_hooks() -> bool:
 
 
 _HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks", "_backward_pre_hooks")
+_FORWARD_HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks", "_forward_pre_hooks_with_kwargs",
+                       "_forward_hooks_with_kwargs")
 
 
 def _guard_no_hooks(tx, source, kinds) -> None:
