@@ -11,6 +11,7 @@ printed text, mutated inputs, raised exception) under ``eager`` and
 inside such a block keeps eager's result.
 """
 import contextlib
+import warnings
 
 import pytest
 import torch
@@ -183,6 +184,33 @@ def no_grad_and_user_manager(x, rec):
 X = torch.randn(3)
 
 
+def exit_stack(x, rec, log):
+    with contextlib.ExitStack() as stack:
+        r = stack.enter_context(rec)
+        k = stack.enter_context(tagged(log, 3))
+        stack.callback(log.append, "callback")
+        stack.enter_context(torch.no_grad())
+        y = x * k
+    return y, y.requires_grad, r is rec, rec.log
+
+
+def exit_stack_swallows(x, rec, log):
+    with contextlib.ExitStack() as stack:
+        stack.callback(log.append, "first registered, last run")
+        stack.enter_context(rec)
+        stack.enter_context(tagged(log, 1))
+        x = x + 1
+        raise KeyError("the generator swallows it")
+    return x, rec.log
+
+
+def catch_warnings_block(x):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        y = x * 2
+    return y, len(warnings.filters)
+
+
 def _recorders():
     return (X.clone(), Recorder()), {}
 
@@ -241,6 +269,19 @@ def test_nullcontext_and_suppress(backend):
 def test_grad_mode_and_user_manager_together(backend):
     one_graph(no_grad_and_user_manager, backend=backend,
               fresh_inputs=lambda: ((X.clone().requires_grad_(), Recorder()), {}))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn", [exit_stack, exit_stack_swallows])
+def test_exit_stack(fn, backend):
+    one_graph(fn, backend=backend, fresh_inputs=lambda: ((X.clone().requires_grad_(), Recorder(), []), {}))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_catch_warnings_undoes_its_filters(backend):
+    before = list(warnings.filters)
+    one_graph(catch_warnings_block, X.clone(), backend=backend)
+    assert warnings.filters == before
 
 
 # -- an exception no handler catches: eager's, after __exit__ ran ------------------------------------

@@ -115,5 +115,6 @@ def _with_except_start(tx, ins):
 
 @handles("BEFORE_WITH")
 def _before_with(tx, ins):
-    manager = tx.pop()
-    tx.push(enter_context(tx, manager))
+    exit_value, result = enter_context(tx, tx.pop())
+    tx.push(exit_value)
+    tx.push(result)

@@ -134,7 +134,8 @@ class TraceContext:
     initial_grad: bool = True
     #: >0 while a built-in torch.nn layer's forward is being inlined (see values.module._inline_layer).
     library_depth: int = 0
-    #: Real autocast contexts entered for captured ``with torch.autocast()`` blocks, innermost last.
+    #: Real contexts entered for captured ``with torch.autocast()`` / ``warnings.catch_warnings()`` blocks,
+    #: innermost last: left when the trace ends.
     autocasts: list = field(default_factory=list)
     #: The tracer whose instruction is running (innermost frame of the inlined chain).
     running: "Tracer | None" = None

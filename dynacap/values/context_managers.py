@@ -9,7 +9,8 @@
 * ``contextlib.contextmanager`` functions: the generator runs to its
   ``yield`` on entering, on leaving it runs to its end, or has the
   exception thrown in at the ``yield`` (``GeneratorContextValue``);
-* ``contextlib.nullcontext`` and ``contextlib.suppress``, modelled.
+* ``contextlib.nullcontext``, ``contextlib.suppress``, ``contextlib.ExitStack``
+  (``enter_context``, ``callback``) and ``warnings.catch_warnings()``, modelled.
 
 An ``__exit__`` that exists at run time (a user object from the frame) is
 rebuilt when a break inside the block resumes there; the others never
@@ -18,24 +19,29 @@ exist at run time, so a break inside their block runs the frame eagerly.
 from __future__ import annotations
 
 import contextlib
+import functools
 import types
+import warnings
 
 from ..errors import GraphBreak
 from .base import Value
 from .constant import ConstantValue
-from .exceptions import ExceptionValue, PythonError, python_error
+from .base import constant_args
+from .exceptions import ExceptionValue, PythonError, TracebackValue, python_error
 
 
-def enter_context(tx, manager: Value) -> Value:
-    """``BEFORE_WITH``: push ``manager``'s ``__exit__``; return what its ``__enter__`` returned."""
+def enter_context(tx, manager: Value) -> tuple[Value, Value]:
+    """Enter ``manager`` (``BEFORE_WITH``, ``ExitStack.enter_context``): its ``__exit__`` and its ``__enter__``'s result."""
     from .objects import ObjectValue
 
     enter = getattr(manager, "enter", None)
-    if enter is not None:
-        return enter(tx)
-    if isinstance(manager, ObjectValue):
-        return _enter_object(tx, manager)
-    raise GraphBreak(f"`with` on {manager.describe()} is not captured; the block's code around it runs eagerly")
+    if enter is None:
+        if not isinstance(manager, ObjectValue):
+            raise GraphBreak(f"`with` on {manager.describe()} is not captured; the block's code around it runs "
+                             "eagerly")
+        enter = functools.partial(_enter_object, manager=manager)
+    result = enter(tx)  # it pushed its __exit__
+    return tx.pop(), result
 
 
 def _enter_object(tx, manager) -> Value:
@@ -246,9 +252,11 @@ class GeneratorContextValue(ModelledContextValue):
         return ConstantValue(True)
 
 
-def call_context_function(fn_value, args, kwargs) -> Value | None:
-    """Calling a function ``contextlib.contextmanager`` made (None: ``fn_value`` is another function)."""
+def call_context_function(tx, fn_value, args, kwargs) -> Value | None:
+    """Calling a function ``contextlib.contextmanager`` made, or one that sets warning filters (else None)."""
     fn = fn_value.fn
+    if fn in _FILTER_SETTERS:
+        return set_warning_filters(tx, fn_value, args, kwargs)
     if fn.__code__ is not _CONTEXTMANAGER_HELPER or fn_value.made is not None:
         return None
     func = fn.__closure__[0].cell_contents  # the decorated generator function ``helper`` closes over
@@ -271,7 +279,136 @@ def make_modelled(cls: type, args: list[Value], kwargs: dict[str, Value]) -> Val
         if kwargs or not all(is_exception_class(a) for a in args):
             raise GraphBreak("contextlib.suppress() of values other than exception classes is not captured")
         return SuppressValue(tuple(a.as_constant() for a in args))
+    if cls is contextlib.ExitStack:
+        if args or kwargs:
+            raise GraphBreak("contextlib.ExitStack() takes no arguments (TypeError at run time)")
+        return ExitStackValue()
+    if cls is warnings.catch_warnings:
+        if args or any(k not in ("record", "module") for k in kwargs) or \
+                not all(v.is_constant() and not v.as_constant() for v in kwargs.values()):
+            raise GraphBreak("warnings.catch_warnings(record=True or module=...) is not captured")
+        return CatchWarningsValue()
     return None
+
+
+class ExitStackValue(ModelledContextValue):
+    """``contextlib.ExitStack()``: ``enter_context(cm)`` and ``callback(fn, ...)``, left in reverse order."""
+
+    def __init__(self):
+        #: Per registration: ``("exit", __exit__ value)`` or ``("callback", (fn, args, kwargs))``.
+        self.exits: list[tuple[str, object]] = []
+
+    def describe(self):
+        return "contextlib.ExitStack()"
+
+    def python_type(self):
+        return contextlib.ExitStack
+
+    def on_enter(self, tx):
+        return self
+
+    def getattr(self, tx, name):
+        if name in ("enter_context", "callback"):
+            return _ExitStackMethod(self, name)
+        return super().getattr(tx, name)
+
+    def exit(self, tx, exception):
+        received, suppressed = exception is not None, False
+        calling, tx.calling = tx.calling, False
+        try:
+            while self.exits:
+                kind, item = self.exits.pop()
+                if kind == "callback":
+                    fn, args, kwargs = item
+                    fn.call(tx, list(args), dict(kwargs))
+                    continue
+                details = [ConstantValue(None)] * 3 if exception is None else \
+                    [ConstantValue(exception.cls), exception, TracebackValue()]
+                if item.call(tx, details, {}).truth(tx) and exception is not None:
+                    suppressed, exception = True, None
+        except PythonError as e:
+            # ExitStack re-chains the contexts of what its callbacks raise: not modelled.
+            raise GraphBreak(f"{e.exception.describe()} raised while leaving {self.describe()} is not "
+                             "captured") from None
+        finally:
+            tx.calling = calling
+        return ConstantValue(received and suppressed)
+
+
+class _ExitStackMethod(Value):
+    def __init__(self, stack: ExitStackValue, name: str):
+        self.stack = stack
+        self.name = name
+
+    def describe(self):
+        return f"ExitStack.{self.name}"
+
+    def call(self, tx, args, kwargs):
+        if self.name == "enter_context":
+            if len(args) != 1 or kwargs:
+                raise GraphBreak("ExitStack.enter_context takes one argument (TypeError at run time)")
+            exit_value, result = enter_context(tx, args[0])
+            self.stack.exits.append(("exit", exit_value))
+            return result
+        if not args:
+            raise GraphBreak("ExitStack.callback needs a function (TypeError at run time)")
+        self.stack.exits.append(("callback", (args[0], args[1:], kwargs)))
+        return args[0]
+
+
+class CatchWarningsValue(ModelledContextValue):
+    """``warnings.catch_warnings()``: the filters the block sets (``simplefilter``...) are undone on leaving.
+
+    The trace enters a real one (left when the trace ends, whatever happens), so warnings
+    given while tracing follow the block's filters; calls that set filters inside it run then.
+    The compiled graph does not switch filters: a warning a graph operation gives at run time
+    is filtered as outside the block.
+    """
+
+    def __init__(self):
+        self.real = None
+
+    def describe(self):
+        return "warnings.catch_warnings()"
+
+    def python_type(self):
+        return warnings.catch_warnings
+
+    def on_enter(self, tx):
+        if self.real is not None:
+            raise GraphBreak(f"entering {self.describe()} twice (RuntimeError at run time)")
+        self.real = warnings.catch_warnings()
+        self.real.__enter__()
+        tx.ctx.autocasts.append(self.real)
+        return ConstantValue(None)
+
+    def exit(self, tx, exception):
+        if not tx.ctx.autocasts or tx.ctx.autocasts[-1] is not self.real:
+            raise GraphBreak("with-blocks exited out of order")
+        tx.ctx.autocasts.pop().__exit__(None, None, None)
+        return ConstantValue(False)
+
+
+#: Functions that set warning filters: run at capture time inside a captured ``catch_warnings`` block.
+_FILTER_SETTERS = (warnings.simplefilter, warnings.filterwarnings, warnings.resetwarnings)
+
+
+def set_warning_filters(tx, fn_value, args, kwargs) -> Value | None:
+    """``warnings.simplefilter(...)`` and friends inside ``with warnings.catch_warnings()`` (else None)."""
+    if fn_value.fn not in _FILTER_SETTERS or fn_value.made is not None:
+        return None
+    if not any(isinstance(c, warnings.catch_warnings) for c in tx.ctx.autocasts):
+        return None
+    const = constant_args(args, kwargs)
+    if const is None:
+        raise GraphBreak(f"warnings.{fn_value.fn.__name__}() with arguments not known at capture time")
+    try:
+        fn_value.fn(*const[0], **const[1])
+    except Exception as e:
+        from .exceptions import from_real
+
+        raise from_real(e, f"warnings.{fn_value.fn.__name__}() raised {type(e).__name__}: {e}") from None
+    return ConstantValue(None)
 
 
 _CONTEXTMANAGER_HELPER = contextlib.contextmanager(lambda: None).__code__

@@ -93,7 +93,7 @@ class UserFunctionValue(Value):
     def call(self, tx, args, kwargs):
         from .context_managers import call_context_function
 
-        modelled = call_context_function(self, args, kwargs)
+        modelled = call_context_function(tx, self, args, kwargs)
         if modelled is not None:
             return modelled
         return tx.inline_call(self, args, kwargs)
