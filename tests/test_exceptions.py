@@ -373,3 +373,46 @@ def graph_op_raises_at_run_time_in_try(x, idx):
 def test_a_graph_op_that_raises_at_run_time_still_reaches_the_handler(backend):
     run_differential(graph_op_raises_at_run_time_in_try, torch.randn(3), 1, backend=CountingBackend(backend))
     run_differential(graph_op_raises_at_run_time_in_try, torch.randn(3), 5, backend=CountingBackend(backend))
+
+
+# -- guards: what the handler path read ---------------------------------------------------------------
+class Coded(Exception):
+    code = 1
+
+
+def reads_a_class_attribute(x):
+    try:
+        raise Coded("c")
+    except Coded as e:
+        return x + e.code
+
+
+def test_a_class_attribute_read_through_an_exception_is_guarded():
+    compiled = dynacap.optimize(reads_a_class_attribute, backend="eager")
+    x = torch.zeros(2)
+    assert compiled(x).tolist() == [1.0, 1.0]
+    Coded.code = 5
+    try:
+        assert compiled(x).tolist() == [5.0, 5.0]
+    finally:
+        Coded.code = 1
+
+
+def _raises_for(n):
+    if n > 2:
+        raise AppError("big", n)
+    return n
+
+
+def path_depends_on_an_argument(x, n):
+    try:
+        return x * _raises_for(n)
+    except AppError as e:
+        return x - e.args[1]
+
+
+def test_the_handler_path_follows_the_guarded_argument():
+    compiled = dynacap.optimize(path_depends_on_an_argument, backend="eager")
+    x = torch.ones(2)
+    for n in (1, 5, 2, 7):
+        assert torch.equal(compiled(x, n), path_depends_on_an_argument(x, n))

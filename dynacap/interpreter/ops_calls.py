@@ -28,7 +28,7 @@ def call_value(tx, fn: Value, args: list[Value], kwargs: dict[str, Value]) -> Va
 def _made_here(fn: Value, args: list[Value], kwargs: dict[str, Value]) -> Value | None:
     """Calls whose result is a value kind of the trace: exceptions, modelled context managers."""
     if is_exception_class(fn):
-        return make_exception(fn.as_constant(), args, kwargs)
+        return make_exception(fn.as_constant(), args, kwargs, fn.source)
     if fn.is_constant() and isinstance(fn.as_constant(), type):
         return make_modelled(fn.as_constant(), args, kwargs)
     return None

@@ -28,7 +28,7 @@ def exception_of(value: Value) -> ExceptionValue:
     if isinstance(value, ExceptionValue):
         return value
     if is_exception_class(value):
-        return make_exception(value.as_constant(), [], {})
+        return make_exception(value.as_constant(), [], {}, value.source)
     if value.is_constant():
         raise python_error(TypeError, "exceptions must derive from BaseException")
     raise GraphBreak(f"`raise {value.describe()}` is not captured")

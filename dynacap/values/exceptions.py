@@ -82,9 +82,11 @@ def why_not_plain(cls: type) -> str | None:
 class ExceptionValue(Value):
     """An exception instance made or raised in the trace."""
 
-    def __init__(self, cls: type, args: list[Value]):
+    def __init__(self, cls: type, args: list[Value], class_source=None):
         self.cls = cls
         self.args = list(args)
+        #: Where the class was read from (its class attributes are guarded through it).
+        self.class_source = class_source
         self.cause: Value = ConstantValue(None)
         self.suppress_context = False
         #: ``__context__``: None until raised (then the exception being handled, ``CALLERS`` or None).
@@ -157,7 +159,11 @@ class ExceptionValue(Value):
         for klass in self.cls.__mro__:
             if name in klass.__dict__:
                 attr = klass.__dict__[name]
-                if klass.__module__ != "builtins" and type(attr) in (int, float, str, bool, type(None)):
+                if klass.__module__ != "builtins" and type(attr) in (int, float, str, bool, type(None)) \
+                        and self.class_source is not None:
+                    from ..source import AttrSource
+
+                    tx.guards.equals_match(AttrSource(self.class_source, name), attr)
                     return ConstantValue(attr)
                 break
         if name in ("errno", "strerror", "filename", "code", "msg", "name", "path", "obj", "value"):
@@ -205,7 +211,7 @@ def is_exception_class(value: Value) -> bool:
         and issubclass(value.as_constant(), BaseException)
 
 
-def make_exception(cls: type, args: list[Value], kwargs: dict) -> ExceptionValue:
+def make_exception(cls: type, args: list[Value], kwargs: dict, class_source=None) -> ExceptionValue:
     """``cls(*args)`` for an exception class: a value of the trace (the arguments stay as they are)."""
     why = why_not_plain(cls)
     if why is not None:
@@ -215,7 +221,7 @@ def make_exception(cls: type, args: list[Value], kwargs: dict) -> ExceptionValue
     if cls.__module__ == "builtins" and cls not in _PLAIN_BUILTINS:
         # Its C __init__ reads its arguments (OSError's errno, UnicodeError's fields, ...).
         raise GraphBreak(f"creating the exception {cls.__qualname__} in captured code is not captured")
-    return ExceptionValue(cls, args)
+    return ExceptionValue(cls, args, class_source)
 
 
 def _plain_builtins() -> frozenset:
