@@ -151,8 +151,3 @@ def _yield_value(tx, ins):
                          "would run its handler)")
     tx.yielded.append(tx.pop())
     tx.push(ConstantValue(None))  # next() sends None
-
-
-
-
-from . import ops_exceptions  # noqa: E402,F401  (``with`` blocks and exceptions: the exception table's opcodes)
