@@ -4,6 +4,7 @@ from __future__ import annotations
 from ..errors import GraphBreak
 from ..values.constant import ConstantValue
 from ..values.containers import DictValue, ListValue, TupleValue
+from ..values.exceptions import ExceptionValue
 from ..values.objects import ObjectValue, all_items
 from ..values.sets import SetValue, set_add, set_update
 from ..values.symbolic import SymNumberValue, SymSliceValue
@@ -128,8 +129,13 @@ def _format_value(tx, ins):
     value = tx.pop()
     if isinstance(value, TensorValue):
         raise GraphBreak("formatting a tensor into a string reads its values")
-    raw = value.as_constant()
     conversion = ins.arg & 0x03
+    if isinstance(value, ExceptionValue):
+        if spec or conversion == 3:
+            raise GraphBreak(f"formatting {value.describe()} with a format spec or `!a`")
+        tx.push(ConstantValue(value.text("repr" if conversion == 2 else "str")))
+        return
+    raw = value.as_constant()
     if conversion == 1:
         raw = str(raw)
     elif conversion == 2:

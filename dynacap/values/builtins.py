@@ -157,7 +157,9 @@ class BuiltinValue(Value):
             try:
                 return wrap_constant_result(self.fn(*const[0], **const[1]), f"{name}()")
             except Exception as e:
-                raise GraphBreak(f"`{name}()` raised {type(e).__name__}: {e}") from e
+                from .exceptions import from_real
+
+                raise from_real(e, f"`{name}()` raised {type(e).__name__}: {e}") from None
         raise GraphBreak(f"`{name}()` on {', '.join(a.describe() for a in args)} is not supported")
 
 
@@ -175,7 +177,9 @@ def _next(tx, args, kwargs):
         return item
     if len(args) > 1:
         return args[1]
-    raise GraphBreak("next() on an exhausted iterator (StopIteration at run time)")
+    from .exceptions import python_error
+
+    raise python_error(StopIteration, reason="next() on an exhausted iterator (StopIteration at run time)")
 
 
 def _len(tx, args, kwargs):
@@ -379,7 +383,9 @@ def _at_capture(fn, *args, **kwargs):
     try:
         return fn(*args, **kwargs)
     except Exception as e:
-        raise GraphBreak(f"`{fn.__name__}()` raised {type(e).__name__}: {e}") from e
+        from .exceptions import from_real
+
+        raise from_real(e, f"`{fn.__name__}()` raised {type(e).__name__}: {e}") from None
 
 
 def _sum(tx, args, kwargs):
@@ -472,10 +478,14 @@ def _scalar_ctor(kind):
     def handler(tx, args, kwargs):
         from .tensor import TensorValue
 
-        if args and isinstance(args[0], TensorValue):
+        if args and isinstance(args[0], TensorValue) and kind is not str:
             if len(args) == 1 and not kwargs:
                 return args[0].python_number(tx, kind)  # a break unless config.capture_scalar_outputs
             raise GraphBreak(f"`{kind.__name__}()` of a tensor reads its value into Python")
+        from .exceptions import ExceptionValue
+
+        if kind is str and len(args) == 1 and not kwargs and isinstance(args[0], ExceptionValue):
+            return ConstantValue(args[0].text("str"))
         return None
 
     return handler
@@ -532,6 +542,7 @@ _HANDLERS = {
     "callable": _callable,
     "int": _scalar_ctor(int),
     "float": _scalar_ctor(float),
+    "str": _scalar_ctor(str),
 }
 
 BUILTIN_FUNCTIONS = {id(v) for v in vars(builtins).values() if callable(v)}

@@ -158,13 +158,21 @@ class SequenceValue(Value):
     def getitem(self, tx, index):
         key = index.as_constant()
         if isinstance(key, slice):
-            return type(self)(self.items[key])
+            # A slice of a named tuple (or a struct sequence, a dict view...) is a plain tuple; of a torch.Size, a Size.
+            kind = type(self) if type(self) in (TupleValue, ListValue, SizeValue) else TupleValue
+            return kind(self.items[key])
         if not isinstance(key, int):
             raise GraphBreak(f"indexing {self.describe()} with {type(key).__name__}")
         try:
             return self.item(key)
         except IndexError:
-            raise GraphBreak(f"index {key} out of range for {self.describe()}") from None
+            reason = f"index {key} out of range for {self.describe()}"
+            if self.container_type not in (list, tuple):  # a torch.Size or subclass words it otherwise
+                raise GraphBreak(reason) from None
+            from .exceptions import python_error
+
+            raise python_error(IndexError, f"{self.container_type.__name__} index out of range",
+                               reason=reason) from None
 
     def reconstruct(self, cg):
         if load_existing(self, cg):
@@ -311,7 +319,10 @@ class DictValue(Value):
         if key not in self.items:
             if self.default_factory is None or (self.default_factory.is_constant()
                                                 and self.default_factory.as_constant() is None):
-                raise GraphBreak(f"key {key!r} is not in {self.describe()} (KeyError at run time)")
+                from .exceptions import python_error
+
+                raise python_error(KeyError, key, reason=f"key {key!r} is not in {self.describe()} (KeyError at run "
+                                   "time)")
             self.setitem(tx, index, self.default_factory.call(tx, [], {}))
         return self.items[key]
 
