@@ -14,7 +14,7 @@ import typing
 
 import torch
 
-FAMILIES = ("objects", "dunders", "records", "builtins_", "stdlib", "exceptions", "control")
+FAMILIES = ("objects", "dunders", "records", "builtins_", "stdlib", "exceptions", "control", "state", "traps", "iteration")
 
 
 @dataclasses.dataclass
@@ -23,11 +23,14 @@ class Construct:
     family: str
     fn: typing.Callable
     inputs: typing.Callable[[], tuple]
+    #: Other inputs (other ints, strings, lengths...) to call the captured function with afterwards:
+    #: its guards must tell them apart (a new graph is fine, the old graph's answer is not).
+    other: typing.Optional[typing.Callable[[], tuple]] = None
 
-    def build(self) -> tuple:
+    def build(self, other: bool = False) -> tuple:
         """Fresh inputs, the same on every call (seeded)."""
         torch.manual_seed(0)
-        return self.inputs()
+        return (self.other if other else self.inputs)()
 
 
 PROGRAMS: dict[str, Construct] = {}
@@ -45,12 +48,12 @@ def x23():
     return (torch.randn(2, 3),)
 
 
-def construct(inputs=x4):
-    """Register the decorated function as a program of its module's family."""
+def construct(inputs=x4, other=None):
+    """Register the decorated function as a program of its module's family (``other``: see ``Construct``)."""
     def register(fn):
         family = fn.__module__.rsplit(".", 1)[-1].rstrip("_")
         assert fn.__name__ not in PROGRAMS, f"two programs named {fn.__name__}"
-        PROGRAMS[fn.__name__] = Construct(fn.__name__, family, fn, inputs)
+        PROGRAMS[fn.__name__] = Construct(fn.__name__, family, fn, inputs, other)
         return fn
     return register
 

@@ -106,24 +106,10 @@ KNOWN_BREAKS: Dict[str, str] = {
         'call to is_dataclass, which dynacap does not capture (skipped file)',
     "dataclass_in_function":
         'a `class` statement inside the captured code is not captured: it runs eagerly',
-    "namedtuple_make":
-        'creating a PointNT object in captured code: it derives from the built-in class tuple',
-    "namedtuple_replace":
-        'creating a PointNT object in captured code: it derives from the built-in class tuple',
-    "namedtuple_defaults":
-        'creating a WithDefault object in captured code: it derives from the built-in class tuple',
-    "namedtuple_asdict_fields":
-        'creating a PointNT object in captured code: it derives from the built-in class tuple',
     "namedtuple_make_classmethod":
         'call to PointNT._make, which dynacap does not capture (skipped file)',
-    "namedtuple_returned":
-        'creating a PointNT object in captured code: it derives from the built-in class tuple',
     "namedtuple_in_function":
         'call to namedtuple, which dynacap does not capture (skipped file)',
-    "typed_namedtuple":
-        'creating a Typed object in captured code: it derives from the built-in class tuple',
-    "namedtuple_unpack":
-        'creating a PointNT object in captured code: it derives from the built-in class tuple',
     "enum_value_name":
         'attribute `value` of Color object Color.GREEN is a property descriptor',
     "enum_lookup":
@@ -217,40 +203,54 @@ KNOWN_BREAKS: Dict[str, str] = {
         'call to ChainMap.__init__, which dynacap does not capture (skipped file)',
     "namedtuple_from_collections":
         'call to namedtuple, which dynacap does not capture (skipped file)',
-    "try_except_as_message":
-        '`str()` on the exception KeyError(...) is not supported',
-    "try_except_subclass":
-        '`str()` on the exception ShapeError(...) is not supported',
-    "except_tuple_of_types":
-        "key 'missing' is not in dict of 0 (KeyError at run time)",
-    "int_parse_valueerror":
-        "`int()` raised ValueError: invalid literal for int() with base 10: 'zz'",
-    "index_error_caught":
-        'index 5 out of range for list of 2',
     "attribute_error_caught":
         "tensors have no attribute 'no_such_attribute'",
     "zero_division_caught":
         '`/` raised ZeroDivisionError: division by zero',
-    "nested_try_reraise":
-        '`str()` on the exception ValueError(...) is not supported',
-    "raise_from":
-        '`str()` on the exception RuntimeError(...) is not supported',
     "try_in_loop_continue":
         '`/` raised ZeroDivisionError: division by zero',
     "user_exception_attrs":
         'a `class` statement inside the captured code is not captured: it runs eagerly',
-    "next_stopiteration_caught":
-        'next() on an exhausted iterator (StopIteration at run time)',
-    "generator_exhausted":
-        'next() on an exhausted iterator (StopIteration at run time)',
-    "assert_caught":
-        '`str()` on the exception AssertionError(...) is not supported',
-    "suppress_keyerror":
-        "key 'missing' is not in dict of 0 (KeyError at run time)",
-    "exitstack_callbacks":
-        'call to _BaseExitStack.__init__, which dynacap does not capture (skipped file)',
-    "exitstack_enter_context":
-        'call to _BaseExitStack.__init__, which dynacap does not capture (skipped file)',
     "generator_send":
         'attribute `.send` of the generator generator_send.<locals>.acc() is not supported',
+    "global_ordereddict_write":
+        'attribute `.move_to_end` of OrderedDict HISTORY of 1 is not supported',
+    "list_mutation_while_iterating_copy":
+        'attribute `.remove` of list of 3 is not supported',
+    "star_args_tuple_identity":
+        'comparing tuple of 2 == tuple of 2 is not supported',
+    "tensor_attribute_set":
+        'assigning attribute `.tag` on tensor float32[4] is not supported',
+    "requires_grad_state":
+        '`tensor.requires_grad_()` makes a tensor require grad, which a graph cannot do for its backends;'
+        ' it runs eagerly between two graphs',
+    "hash_collision_minus_one":
+        '`hash()` has effects outside the graph; it runs eagerly',
+    "big_integers":
+        '`hash()` has effects outside the graph; it runs eagerly',
+    "sorted_stability":
+        '`sorted()` on list of 3 is not supported',
+    "max_min_ties":
+        '`max()` on list of 3 is not supported',
+    "zip_consumes_extra":
+        'next() on an exhausted iterator (StopIteration at run time)',
+    "sorted_key_calls":
+        '`sorted()` on list of 3 is not supported',
+    "reversed_after_mutation":
+        '`next()` has effects outside the graph; it runs eagerly',
+    "dict_changed_size_during_iteration":
+        'WRONG RESULT: a dict that grows inside `for k in d` raises no RuntimeError under dynacap (eager:'
+        " 'dictionary changed size during iteration')",
+    "iter_callable_sentinel":
+        '`iter()` has effects outside the graph; it runs eagerly',
+    "unpack_too_many_caught":
+        'unpacking 3 values into 2 (ValueError at run time)',
+    "islice_consumes_exactly":
+        'WRONG RESULT: `list(itertools.islice(it, 3))` pulls a 4th item from `it` under dynacap (next(it)'
+        ' is 4, eager: 3)',
+    "tee_iterators":
+        'call to `itertools.tee`, a function dynacap cannot look inside; it runs eagerly (wrap it with '
+        'dynacap.disable, or use a torch operation instead)',
+    "zip_strict_mismatch_caught":
+        'zip(strict=True) of arguments of different lengths (ValueError at run time)',
 }
