@@ -416,3 +416,30 @@ def test_the_handler_path_follows_the_guarded_argument():
     x = torch.ones(2)
     for n in (1, 5, 2, 7):
         assert torch.equal(compiled(x, n), path_depends_on_an_argument(x, n))
+
+
+# -- fuzz finding F7: a store the replay would make outside the frame's handlers -----------------------
+class Slotted:
+    __slots__ = ("b",)
+
+
+def store_on_an_object_without_that_slot(x, s):
+    try:
+        s.c = 1  # AttributeError: 'Slotted' object has no attribute 'c'
+    except AttributeError as e:
+        return x + 1, e.args
+    return x
+
+
+def store_without_slot_uncaught(x, s):
+    y = x * 2
+    s.c = y
+    return y
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_attribute_error_of_a_store_reaches_the_frames_handler(backend):
+    slotted = Slotted()
+    one_graph(store_on_an_object_without_that_slot, torch.zeros(2), slotted, backend=backend)
+    diff = run_differential(store_without_slot_uncaught, torch.zeros(2), slotted, backend=CountingBackend(backend))
+    assert isinstance(diff.eager.exception, AttributeError)

@@ -460,6 +460,7 @@ class Tracer:
     def record_setattr(self, target: Value, name: str, value: Value) -> None:
         if target.source is None:
             raise GraphBreak(f"assigning `.{name}` on {target.describe()} created while capturing")
+        _refuse_store_without_dict(target, name)
         self.ctx.attribute_overrides[(id(_identity_of(target)), name)] = value
         self.ctx.side_effects.append(SideEffect("setattr", target, name, value))
 
@@ -574,6 +575,22 @@ def _default_source(fn_value, name: str, param: inspect.Parameter):
                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     with_defaults = [p.name for p in positional if p.default is not p.empty]
     return ItemSource(AttrSource(fn_value.source, "__defaults__"), with_defaults.index(name))
+
+
+def _refuse_store_without_dict(target: Value, name: str) -> None:
+    """A generic store on an object without a ``__dict__`` (``__slots__`` without that name): AttributeError.
+
+    The caller found no data descriptor (a slot) of that name on the class, so eager raises here;
+    replayed after the graph, the store would raise outside the frame's handlers.
+    """
+    from ..values.exceptions import python_error
+    from ..values.objects import ObjectValue
+
+    if isinstance(target, ObjectValue) and not type(target.obj).__dictoffset__:
+        cls = type(target.obj)
+        raise python_error(AttributeError, f"{cls.__name__!r} object has no attribute {name!r}",
+                           reason=f"assigning `.{name}` on {target.describe()}, whose class has __slots__ without "
+                                  f"it (AttributeError at run time)")
 
 
 def _identity_of(value: Value):
