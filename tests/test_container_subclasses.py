@@ -24,8 +24,10 @@ def parts(obj):
     """What a dict subclass object holds, comparable with ``assert_same``: type, items, attributes."""
     if isinstance(obj, dict) and type(obj) not in (dict, collections.OrderedDict):
         return (type(obj).__name__, dict(dict.items(obj)), dict(vars(obj)))
+    if isinstance(obj, tuple) and hasattr(type(obj), "_fields"):
+        return type(obj)(*[parts(o) for o in obj])
     if isinstance(obj, (tuple, list)):
-        return type(obj)(parts(o) for o in obj)
+        return type(obj)([parts(o) for o in obj])
     return obj
 
 
@@ -197,3 +199,69 @@ def test_transformers_model_output(backend):
             out.to_tuple()[1][0], lm["logits"], lm.loss, out, lm
 
     check(f, torch.ones(3), backend=backend)
+
+
+# -- named tuples ------------------------------------------------------------------------------------------
+
+Pair = collections.namedtuple("Pair", ["loc", "scale"], defaults=[1.0])
+
+
+class Span(Pair):
+    def width(self):
+        return self.scale - self.loc
+
+    @property
+    def middle(self):
+        return (self.loc + self.scale) / 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_namedtuple_made_read_replaced_and_returned(backend):
+    def f(x):
+        p = Pair(x, scale=x + 1)
+        q = p._replace(scale=x * 3)
+        loc, scale = q
+        return p, q, loc + scale + p[1] + p.loc, p._asdict()["scale"], p._fields, p[1:], len(p), Pair(2), \
+            type(q).__name__
+
+    check(f, torch.ones(2), backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_namedtuple_subclass_methods_and_properties(backend):
+    def f(x):
+        s = Span(x, x * 4)
+        return s.width() + s.middle, s, s._replace(loc=x)
+
+    check(f, torch.ones(2), backend=backend)
+
+
+def test_namedtuple_input_read_by_field_and_guarded_by_type():
+    def f(p):
+        return p.loc * p.scale, p[0], p
+
+    backend = CountingBackend()
+    compiled = dynacap.optimize(f, backend=backend)
+    for arg in (Pair(torch.ones(2), 2.0), Pair(torch.ones(2), 2.0), Span(torch.ones(2), 2.0)):
+        assert_same(f(arg), compiled(arg))
+    assert backend.compiles == 2  # another class: another graph
+    run_differential(f, Pair(torch.ones(2), 3.0))
+
+
+def test_namedtuple_with_a_mutable_default_breaks_with_the_eager_result():
+    Shared = collections.namedtuple("Shared", ["a", "log"], defaults=[[]])
+
+    def f(x):
+        s = Shared(x)
+        return s.a + 1, s.log is Shared(x).log
+
+    run_differential(f, torch.ones(2))
+
+
+def test_torch_named_results():
+    def f(x):
+        m = torch.max(x, 0)
+        values, indices = m
+        return m.values + values, indices, m, m[:1], type(m)
+
+    check(f, torch.randn(3, 2))

@@ -119,7 +119,11 @@ _OPEN: dict[int, list[_Instantiation]] = {}
 
 def instantiate(tx, cls_value: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:
     """``cls(*args, **kwargs)`` for a plain user class: a new object, its ``__init__`` inlined."""
+    from .subclasses import make_namedtuple, namedtuple_fields
+
     cls = cls_value.as_constant()
+    if namedtuple_fields(cls) is not None:
+        return make_namedtuple(tx, cls_value, args, kwargs)
     why = why_not_plain(cls)
     if why is not None:
         article = "an" if cls.__qualname__[:1].lower() in "aeiou" else "a"

@@ -20,12 +20,13 @@ changing them breaks.
 from __future__ import annotations
 
 import collections
+import types
 
 from ..errors import GraphBreak
 from ..source import DictStorageSource
 from .base import Value
 from .constant import ConstantValue, is_literal
-from .containers import DictValue, DictViewValue, IteratorValue
+from .containers import DictValue, DictViewValue, IteratorValue, TupleValue
 from .instances import NewObjectValue
 
 _HEAP_TYPE = 1 << 9
@@ -221,3 +222,143 @@ def frame_items(tx, value) -> DictValue:
                        for k in keys}, dict_type=base)
     value.frame_items = items
     return items
+
+
+def namedtuple_fields(cls: type) -> tuple | None:
+    """The field names of a ``collections.namedtuple`` class (or a subclass keeping its ``__new__`` and
+    lookup), None for any other class."""
+    from .objects import _MISSING, class_lookup, lookup_hook
+
+    mro = type.__dict__["__mro__"].__get__(cls)
+    if tuple(k for k in mro if not k.__flags__ & _HEAP_TYPE) != (tuple, object):
+        return None
+    fields, new = class_lookup(cls, "_fields"), class_lookup(cls, "__new__")
+    new = new.__func__ if type(new) is staticmethod else new
+    if type(fields) is not tuple or not all(type(f) is str for f in fields) or type(new) is not types.FunctionType \
+            or new.__code__.co_filename != "<string>" or not new.__qualname__.endswith(".__new__"):
+        return None
+    if any(type(class_lookup(cls, f)) is not _TUPLE_GETTER for f in fields):
+        return None  # a field shadowed by a property or method of a subclass
+    if lookup_hook(cls, "__getattribute__") is not None or lookup_hook(cls, "__getattr__") is not None \
+            or class_lookup(cls, "__init__") is not object.__init__ or class_lookup(cls, "__getitem__") \
+            is not tuple.__getitem__ or class_lookup(cls, "__class__") is not object.__dict__["__class__"] \
+            or class_lookup(cls, "__del__") is not _MISSING:
+        return None
+    return fields
+
+
+_PROBE = collections.namedtuple("_Probe", ["x"])
+_TUPLE_GETTER = type(_PROBE.__dict__["x"])
+
+
+def make_namedtuple(tx, cls_value: Value, args: list[Value], kwargs: dict) -> "NamedTupleValue":
+    """``Cls(*args, **kwargs)`` for a namedtuple class: its generated ``__new__``'s binding, defaults included."""
+    import inspect
+
+    cls = cls_value.as_constant()
+    new = cls.__new__
+    try:
+        bound = inspect.signature(new).bind(cls, *args, **kwargs)
+    except TypeError as e:
+        raise GraphBreak(f"{cls.__qualname__}(): {e} (TypeError at run time)") from None
+    bound.apply_defaults()
+    items = list(bound.arguments.values())[1:]
+    for name, item in zip(cls._fields, items):
+        if not isinstance(item, Value) and not is_literal(item):
+            raise GraphBreak(f"{cls.__qualname__}(): the default of field {name!r} is a {type(item).__name__} "
+                             "(one object shared by every tuple made)")
+    return NamedTupleValue([v if isinstance(v, Value) else ConstantValue(v) for v in items], cls)
+
+
+class NamedTupleValue(TupleValue):
+    """A namedtuple (or a subclass of one): items by position and by field name, its class's methods."""
+
+    def __init__(self, items, cls: type, source=None):
+        super().__init__(items, source)
+        self.cls = cls
+        self.fields = namedtuple_fields(cls)
+
+    @classmethod
+    def from_frame(cls, frame_items, tuple_class=None):
+        value = cls([], tuple_class, frame_items.source)
+        value._items = None
+        value._frame = frame_items
+        return value
+
+    def python_type(self):
+        return self.cls
+
+    def as_constant(self):
+        return tuple.__new__(self.cls, tuple(i.as_constant() for i in self.items))
+
+    def describe(self):
+        where = f" {self.source.expr()}" if self.source is not None else ""
+        return f"{self.cls.__qualname__}{where}"
+
+    def getattr(self, tx, name):
+        from .functions import BoundMethodValue, UserFunctionValue
+        from .objects import _MISSING, class_lookup
+        from .wrap import wrap
+
+        if name in self.fields:
+            return self.item(self.fields.index(name))
+        if name == "_fields":
+            return ConstantValue(self.fields)
+        if name in ("_replace", "_asdict") and getattr(class_lookup(self.cls, name), "__code__", None) \
+                is _PROBE.__dict__[name].__code__:
+            return _NamedTupleMethod(self, name)
+        if name in ("count", "index"):
+            return super().getattr(tx, name)
+        attr = class_lookup(self.cls, name)
+        if type(attr) is types.FunctionType and attr.__code__.co_filename not in ("<string>", collections.__file__):
+            return BoundMethodValue(UserFunctionValue(attr), self)  # a method of a user subclass
+        if type(attr) is property and attr.fget is not None:
+            calling, tx.calling = tx.calling, False  # the getter's result is not a CALL's
+            try:
+                return UserFunctionValue(attr.fget).call(tx, [self], {})
+            finally:
+                tx.calling = calling
+        if attr is not _MISSING and is_literal(attr):
+            return ConstantValue(attr)
+        if attr is _MISSING:
+            raise GraphBreak(f"{self.describe()} has no attribute {name!r} (AttributeError at run time)")
+        return wrap(tx, attr, None) if type(attr) is type else super().getattr(tx, name)
+
+    def reconstruct(self, cg):
+        """``tuple.__new__(cls, items)``: the class's ``__new__`` (and any ``__init__``) does not run again."""
+        from .containers import load_existing
+
+        if load_existing(self, cg):
+            return
+        cg.append("PUSH_NULL")
+        cg.load_const(tuple.__new__)
+        cg.load_const(self.cls)
+        for item in self.items:
+            item.reconstruct(cg)
+        cg.append("BUILD_TUPLE", len(self.items))
+        cg.append("PRECALL", 2)
+        cg.append("CALL", 2)
+
+
+class _NamedTupleMethod(Value):
+    """``nt._replace(**changes)`` (a new tuple of the same class) and ``nt._asdict()`` (a dict of the fields)."""
+
+    def __init__(self, owner: NamedTupleValue, name: str):
+        self.owner = owner
+        self.name = name
+
+    def describe(self):
+        return f"{self.owner.describe()}.{self.name}"
+
+    def call(self, tx, args, kwargs):
+        owner = self.owner
+        if args:
+            raise GraphBreak(f"{self.describe()}() takes keyword arguments only (TypeError at run time)")
+        if self.name == "_asdict":
+            if kwargs:
+                raise GraphBreak(f"{self.describe()}() takes no arguments (TypeError at run time)")
+            return DictValue(dict(zip(owner.fields, owner.items)))
+        unknown = set(kwargs) - set(owner.fields)
+        if unknown:
+            raise GraphBreak(f"{self.describe()}(): unexpected field names {sorted(unknown)} (ValueError at run time)")
+        return NamedTupleValue([kwargs.get(f, item) for f, item in zip(owner.fields, owner.items)], owner.cls)

@@ -34,6 +34,7 @@ from .library import LibraryCallableValue
 from .module import ModuleValue
 from .numpy_ns import is_numpy_object
 from .objects import ObjectValue, has_lookup_hooks
+from .subclasses import NamedTupleValue, namedtuple_fields
 from .torch_ns import TorchValue, is_torch_object
 
 
@@ -84,6 +85,11 @@ def wrap(tx, obj, source: Source | None) -> Value:
         if source is not None:
             g.equals_match(source, obj)
         return ConstantValue(obj, source)
+    if issubclass(t, tuple) and t is not tuple and not issubclass(t, torch.Size) and namedtuple_fields(t) is not None:
+        if source is None:
+            return NamedTupleValue([wrap(tx, x, None) for x in obj], t)
+        g.type_match(source, obj)
+        return NamedTupleValue.from_frame(FrameItems(tx, obj, source), t)
     if (t is list or t in _DICT_TYPES) and id(obj) in tx.ctx.containers:
         return tx.ctx.containers[id(obj)]
     if t in (tuple, list):
