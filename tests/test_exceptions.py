@@ -443,3 +443,42 @@ def test_an_attribute_error_of_a_store_reaches_the_frames_handler(backend):
     one_graph(store_on_an_object_without_that_slot, torch.zeros(2), slotted, backend=backend)
     diff = run_differential(store_without_slot_uncaught, torch.zeros(2), slotted, backend=CountingBackend(backend))
     assert isinstance(diff.eager.exception, AttributeError)
+
+
+# -- what a map/filter function raises while a consumer pulls: eager's, never a handler's guess -------
+def _fails_on_three(v):
+    if v == 3:
+        raise ValueError(v)
+    return v * 10
+
+
+def _stops_on_three(v):
+    if v == 3:
+        raise StopIteration
+    return v
+
+
+def extend_keeps_items_before_the_failure(x, out):
+    try:
+        out.extend(map(_fails_on_three, [1, 2, 3, 4]))
+    except ValueError:
+        out.append("failed")
+    return x + len(out)
+
+
+def stop_iteration_ends_the_loop(x):
+    total = 0
+    try:
+        for v in map(_stops_on_three, [1, 2, 3, 4]):
+            total += v
+    except StopIteration:
+        total = -100
+    return x + total
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn, extra", [(extend_keeps_items_before_the_failure, ([],)),
+                                       (stop_iteration_ends_the_loop, ())],
+                         ids=["extend_keeps_items_before_the_failure", "stop_iteration_ends_the_loop"])
+def test_an_exception_raised_while_pulling_a_map_is_eagers(fn, extra, backend):
+    run_differential(fn, torch.zeros(2), *extra, backend=CountingBackend(backend))

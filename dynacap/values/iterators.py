@@ -33,6 +33,11 @@ def iterator_of(tx, value: Value) -> Value:
         made = value.iterator(tx)  # through the class's own __iter__, pulled lazily
         if made is not None:
             return made
+    from .live_iterators import live_iterator
+
+    live = live_iterator(tx, value)  # a list, dict or set: read as it is at each next()
+    if live is not None:
+        return live
     return IteratorValue(value.iterate(tx))
 
 
@@ -209,6 +214,26 @@ def _call(tx, fn: Value, args: list[Value]) -> Value:
         tx.calling = calling
 
 
+def _not_catchable(next_item):
+    """What a ``map``/``filter`` function raises while pulling is a break, never a handler's.
+
+    Its consumer may have pulled items ahead or collected them where CPython's C code
+    holds them (``lst.extend(map(f, xs))`` keeps the items before the failure), and a
+    ``StopIteration`` ends the consumer's loop instead of propagating: not modelled.
+    """
+    def pull(self, tx):
+        from .exceptions import PythonError
+
+        try:
+            return next_item(self, tx)
+        except PythonError as e:
+            plain = GraphBreak(e.reason)
+            plain.frames, plain.user_stack = e.frames, e.user_stack
+            raise plain from None
+
+    return pull
+
+
 class MapValue(PullIterator):
     def __init__(self, fn: Value, iterators: list[Value]):
         self.fn = fn
@@ -220,6 +245,7 @@ class MapValue(PullIterator):
     def describe(self):
         return "a map object"
 
+    @_not_catchable
     def next_item(self, tx):
         row = self.zipped.next_item(tx)
         return None if row is None else _call(tx, self.fn, row.items)
@@ -236,6 +262,7 @@ class FilterValue(PullIterator):
     def describe(self):
         return "a filter object"
 
+    @_not_catchable
     def next_item(self, tx):
         while True:
             item = self.iterator.next_item(tx)
