@@ -91,9 +91,6 @@ KNOWN_BREAKS: Dict[str, str] = {
         'creating a Stack object in captured code: it derives from the built-in class list',
     "list_subclass_iterate":
         'creating a Stack object in captured code: it derives from the built-in class list',
-    "dict_subclass_missing":
-        "key 'momentum' is not in the items of Config object created in captured code (KeyError at run "
-        'time)',
     "isinstance_dict_subclass":
         'creating a Pair object in captured code: it derives from the built-in class tuple',
     "dataclass_asdict":
@@ -136,10 +133,6 @@ KNOWN_BREAKS: Dict[str, str] = {
         "method .join of constant ',' called with non-constant arguments",
     "percent_format":
         "`%` between constant '%(k)s' and dict of 1 is not supported",
-    "sorted_key_reverse":
-        '`sorted()` on list of 3 is not supported',
-    "min_max_key":
-        '`min()` on dict of 3 is not supported',
     "id_and_is":
         '`id()` has effects outside the graph; it runs eagerly',
     "hash_of_constants":
@@ -195,10 +188,9 @@ KNOWN_BREAKS: Dict[str, str] = {
         'creating a deque object in captured code: it derives from the built-in class deque',
     "deque_of_tensors":
         'creating a deque object in captured code: it derives from the built-in class deque',
-    "counter_most_common":
-        'call to Counter.__init__, which dynacap does not capture (skipped file)',
     "counter_update_arith":
-        'call to Counter.__init__, which dynacap does not capture (skipped file)',
+        '`+` between Counter object created in captured code and Counter object created in captured code '
+        'is not supported',
     "chainmap_lookup":
         'call to ChainMap.__init__, which dynacap does not capture (skipped file)',
     "namedtuple_from_collections":
@@ -228,29 +220,89 @@ KNOWN_BREAKS: Dict[str, str] = {
         '`hash()` has effects outside the graph; it runs eagerly',
     "big_integers":
         '`hash()` has effects outside the graph; it runs eagerly',
-    "sorted_stability":
-        '`sorted()` on list of 3 is not supported',
-    "max_min_ties":
-        '`max()` on list of 3 is not supported',
     "zip_consumes_extra":
         'next() on an exhausted iterator (StopIteration at run time)',
-    "sorted_key_calls":
-        '`sorted()` on list of 3 is not supported',
     "reversed_after_mutation":
         '`next()` has effects outside the graph; it runs eagerly',
-    "dict_changed_size_during_iteration":
-        'WRONG RESULT: a dict that grows inside `for k in d` raises no RuntimeError under dynacap (eager:'
-        " 'dictionary changed size during iteration')",
     "iter_callable_sentinel":
         '`iter()` has effects outside the graph; it runs eagerly',
     "unpack_too_many_caught":
         'unpacking 3 values into 2 (ValueError at run time)',
-    "islice_consumes_exactly":
-        'WRONG RESULT: `list(itertools.islice(it, 3))` pulls a 4th item from `it` under dynacap (next(it)'
-        ' is 4, eager: 3)',
     "tee_iterators":
         'call to `itertools.tee`, a function dynacap cannot look inside; it runs eagerly (wrap it with '
         'dynacap.disable, or use a torch operation instead)',
     "zip_strict_mismatch_caught":
         'zip(strict=True) of arguments of different lengths (ValueError at run time)',
+    "exc_info_inside_handler":
+        'call to `sys.exc_info`, a function dynacap cannot look inside; it runs eagerly (wrap it with '
+        'dynacap.disable, or use a torch operation instead)',
+    "handler_raises_new_context":
+        '`repr()` on the exception KeyError(...) is not supported',
+    "exception_args_and_str":
+        '`repr()` on the exception ValueError(...) is not supported',
+    "stopiteration_in_generator_is_runtimeerror":
+        'next() on an exhausted iterator (StopIteration at run time)',
+    "exception_in_comprehension":
+        '`//` raised ZeroDivisionError: integer division or modulo by zero',
+    "exitstack_pop_all":
+        'attribute `.pop_all` of contextlib.ExitStack() is not supported',
+    "redirect_stdout_captures":
+        'creating a StringIO object in captured code: it derives from the built-in class StringIO',
+    "except_star_group":
+        'creating the exception ExceptionGroup in captured code is not captured',
+    "exception_notes":
+        '`.add_note` of the exception ValueError(...) is not captured',
+    "generator_close_runs_finally":
+        '`yield` inside a try or with block is not captured (closing the generator there would run its '
+        'handler)',
+    "reflected_comparison":
+        'comparing Meters object created in captured code < Feet object created in captured code is not '
+        'supported',
+    "radd_after_notimplemented":
+        '`+` between Meters object created in captured code and Feet object created in captured code is '
+        'not supported',
+    "iadd_falls_back_to_add":
+        '`+=` between OnlyAdd object created in captured code and OnlyAdd object created in captured code'
+        ' is not supported',
+    "property_attributeerror_then_getattr":
+        'the code raises AttributeError here, which no handler of the captured code catches; it runs '
+        'eagerly',
+    "contains_falls_back_to_iter":
+        '`in` on IterOnly object created in captured code, whose class has no __contains__',
+    "eq_without_hash_is_unhashable":
+        '`hash()` has effects outside the graph; it runs eagerly',
+    "new_then_init":
+        'creating a Singleton object in captured code: it has its own __new__',
+    "new_returns_other_class":
+        'creating a Redirect object in captured code: it has its own __new__',
+    "super_in_property_and_classmethod":
+        'super(): SubSuperProperty is not a base of type (TypeError at run time)',
+    "bound_method_identity_and_self":
+        'attribute `.__self__` of method Meters.__add__ is not supported',
+    "class_attribute_list_shared":
+        'a `class` statement inside the captured code is not captured: it runs eagerly',
+    "instance_dict_shadows_method":
+        'a `class` statement inside the captured code is not captured: it runs eagerly',
+    "getattr_default_and_class_lookup":
+        'a `class` statement inside the captured code is not captured: it runs eagerly',
+    "type_of_class_and_metaclass":
+        'a `class` statement inside the captured code is not captured: it runs eagerly',
+    "classmethod_via_instance_and_subclass":
+        'a `class` statement inside the captured code is not captured: it runs eagerly',
+    "staticmethod_no_self":
+        'a `class` statement inside the captured code is not captured: it runs eagerly',
+    "mro_method_resolution_mixin":
+        'a `class` statement inside the captured code is not captured: it runs eagerly',
+    "slots_and_dict_absent":
+        'a `class` statement inside the captured code is not captured: it runs eagerly',
+    "property_deleter":
+        'a `class` statement inside the captured code is not captured: it runs eagerly',
+    "descriptor_set_name_records":
+        'a `class` statement inside the captured code is not captured: it runs eagerly',
+    "callable_object_in_map":
+        'a `class` statement inside the captured code is not captured: it runs eagerly',
+    "getitem_slice_object":
+        'a `class` statement inside the captured code is not captured: it runs eagerly',
+    "repr_default_format":
+        'a `class` statement inside the captured code is not captured: it runs eagerly',
 }
