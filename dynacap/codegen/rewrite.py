@@ -37,6 +37,7 @@ there), so eager would not have reached them either.
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import types
 import weakref
@@ -255,13 +256,78 @@ def emit_graph_call(cg: Emitter, graph_call) -> None:
         cg.instructions.append(try_begin)
     cg.append("PUSH_NULL")
     cg.load_const(compiled_fn)
-    for graph_input in inputs:
-        cg.extend(graph_input.source.emit())
+    _load_inputs(cg, [graph_input.source for graph_input in inputs])
     cg.append("PRECALL", len(inputs))
     cg.append("CALL", len(inputs))
     if try_begin is not None:
         cg.instructions.append(TryEnd(try_begin))
     cg.append("STORE_FAST", Emitter.GRAPH_OUT)
+
+
+class _HeldSource(Source):
+    """An object the rewritten code keeps in a local: a prefix several graph inputs read through."""
+
+    def __init__(self, name: str, held: Source):
+        self.name, self.held = name, held
+
+    def expr(self) -> str:
+        return self.held.expr()
+
+    def load(self) -> list[Instr]:
+        return [Instr("LOAD_FAST", self.name)]
+
+
+def _load_inputs(cg: Emitter, sources: list[Source]) -> None:
+    """Push the graph inputs, reading each prefix that several of them read through once.
+
+    A model's parameters are ``self._modules['layer1']._modules['0']._parameters['weight']``
+    and its siblings: loaded one by one, the shared prefixes make most of the rewritten
+    code (slower to assemble and to run).  A prefix read by two or more inputs is loaded
+    once into a local the first time it is needed and read from there afterwards.  The
+    loads run back to back before the graph call (no side effect has been replayed and no
+    user code runs between them), so a prefix denotes the same object at every read: the
+    same assumption the guards make when they read each source once.  Sources are loaded
+    as they are when a snapshot is active (``Emitter.load_source``).
+    """
+    if cg._touches is not None:
+        for source in sources:
+            cg.extend(source.emit())
+        return
+    uses: dict[Source, int] = {}
+    for source in sources:
+        base = _shared_base(source)
+        while base is not None:
+            uses[base] = uses.get(base, 0) + 1
+            base = _shared_base(base)
+    held: dict[Source, str] = {}
+
+    def load(source: Source) -> list[Instr]:
+        base = _shared_base(source)
+        if base is None or uses.get(base, 0) < 2:
+            return list(source.load())
+        name = held.get(base)
+        if name is None:
+            name = held[base] = f"___input_base{len(held)}"
+            cg.extend(load(base) + [Instr("STORE_FAST", name)])
+        return dataclasses.replace(source, base=_HeldSource(name, base)).load()
+
+    for source in sources:
+        cg.extend(load(source))
+
+
+def _shared_base(source: Source) -> Source | None:
+    """The source ``source`` reads through, when that read can come from a local instead: ``source``
+    is a (frozen) dataclass naming it ``base``, and the base itself reads more than a name."""
+    base = getattr(source, "base", None)
+    if base is None or getattr(base, "base", None) is None or not dataclasses.is_dataclass(source):
+        return None
+    if "base" not in {f.name for f in dataclasses.fields(source)}:
+        return None
+    try:
+        hash(base)
+    except TypeError:
+        return None
+    return base
 
 
 # -- rerunning a frame whose graph raised ----------------------------------------------------

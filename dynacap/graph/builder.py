@@ -57,6 +57,10 @@ class GraphBuilder:
         self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True,
                                         shape_env=self.shapes.env if symbolic else None)
         self.inputs: list[GraphInput] = []
+        #: id(input tensor) -> its source's expression; ``inputs`` holds each tensor, so ids stay unique.
+        self._input_of_tensor: dict[int, str] = {}
+        #: The placeholder inserted last (placeholders are only made by ``_insert_placeholder``).
+        self._last_placeholder: fx.Node | None = None
         self._inputs_by_source: dict[str, object] = {}
         self._attr_names: dict[int, str] = {}
         self.attrs: dict[str, object] = {}
@@ -98,10 +102,10 @@ class GraphBuilder:
             return self._inputs_by_source[key]
         if choices is not None and self.shapes is None:
             raise NeedsSymbolicShapes(key)
-        for graph_input in self.inputs:
-            if graph_input.example is tensor:
-                # The same tensor reached two ways: one placeholder (the caller guards the identity).
-                return self._inputs_by_source[graph_input.source.expr()]
+        same = self._input_of_tensor.get(id(tensor))
+        if same is not None:
+            # The same tensor reached two ways: one placeholder (the caller guards the identity).
+            return self._inputs_by_source[same]
         name = _node_name(key)
         node = self._insert_placeholder(name)
         fake = self.fake_of(tensor, source, choices)
@@ -110,6 +114,7 @@ class GraphBuilder:
         value = TensorValue(node, fake, source, type(tensor))
         self.inputs.append(GraphInput(node, source, tensor, fake))
         self._inputs_by_source[key] = value
+        self._input_of_tensor[id(tensor)] = key
         self._value_of_fake[id(fake)] = value
         return value
 
@@ -131,16 +136,21 @@ class GraphBuilder:
         return result
 
     def _insert_placeholder(self, name: str) -> fx.Node:
-        placeholders = [n for n in self.graph.nodes if n.op == "placeholder"]
-        anchor = placeholders[-1] if placeholders else None
+        # Each placeholder goes right after the last one (before every other node), so the last
+        # one in graph order is always the one inserted last: no walk over the graph's nodes.
+        anchor = self._last_placeholder
         if anchor is None:
             first = next(iter(self.graph.nodes), None)
             if first is None:
-                return self.graph.placeholder(name)
-            with self.graph.inserting_before(first):
-                return self.graph.placeholder(name)
-        with self.graph.inserting_after(anchor):
-            return self.graph.placeholder(name)
+                node = self.graph.placeholder(name)
+            else:
+                with self.graph.inserting_before(first):
+                    node = self.graph.placeholder(name)
+        else:
+            with self.graph.inserting_after(anchor):
+                node = self.graph.placeholder(name)
+        self._last_placeholder = node
+        return node
 
     def attr_tensor(self, tensor: torch.Tensor, hint: str, source: Source):
         """A parameter or buffer of a module, held by the graph's root as a ``get_attr`` node."""
@@ -356,10 +366,10 @@ class GraphBuilder:
                 root.register_parameter(name, obj)
             else:
                 root.register_buffer(name, obj)
-        gm = fx.GraphModule(root, self.graph)
+        gm = fx.GraphModule(root, self.graph)  # generates ``forward`` from the graph (its setter recompiles)
         if self.shapes is not None and self.shapes.unbacked:
             self._insert_runtime_asserts(gm)
-        gm.recompile()
+            gm.recompile()  # the graph changed since
         return gm
 
     def _insert_runtime_asserts(self, gm: fx.GraphModule) -> None:

@@ -28,24 +28,35 @@ class CompiledGuard:
     ``fn`` is the C program (``program`` lists its checks; ``python_fn``, the
     generated Python check of the same guards, is compiled when first asked for)
     or, with ``DYNACAP_PYTHON_GUARDS=1``, ``python_fn`` itself.  ``source`` is
-    ``python_fn``'s source.
+    ``python_fn``'s source; next to a C program it is generated when first asked
+    for (logs, ``explain``, tests): on a large model that text costs more than
+    the C program.  Generating it later gives the same text: it depends only on
+    ``guards`` (a list nobody changes once compiled) and ``builtins_dict``, which
+    the scope holds by reference either way.
     """
 
-    def __init__(self, guards: list[Guard], fn, source: str, program: list[str] | None = None, scope=None):
+    def __init__(self, guards: list[Guard], fn, source: str | None, program: list[str] | None = None,
+                 builtins_dict: dict | None = None):
         self.guards = guards
         self.fn = fn
-        self.source = source
+        self._source = source
         self.program = program
-        self._python = (None, scope) if program is not None else (fn, None)
+        self._builtins = builtins_dict
+        self._python_fn = fn if program is None else None
         fn.compiled_guard = self  # the hook holds ``fn``; logs find the readable guards through it
 
     @property
+    def source(self) -> str:
+        if self._source is None:
+            self._source = _python_check(self.guards, self._builtins)[0]
+        return self._source
+
+    @property
     def python_fn(self):
-        fn, scope = self._python
-        if fn is None:
-            fn = _compile(self.source, scope)
-            self._python = (fn, None)
-        return fn
+        if self._python_fn is None:
+            self._source, scope = _python_check(self.guards, self._builtins)
+            self._python_fn = _compile(self._source, scope)
+        return self._python_fn
 
     def __call__(self, L, G) -> bool:
         return self.fn(L, G)
@@ -110,16 +121,16 @@ def _scope(constants: dict, G) -> dict:
 def compile_guards(guard_set: GuardSet, builtins_dict: dict | None = None, *, python: bool | None = None) -> CompiledGuard:
     """The check of ``guard_set``: a C program unless ``python`` (default: ``DYNACAP_PYTHON_GUARDS=1``)."""
     guards = list(guard_set)
-    source, scope = _python_check(guards, builtins_dict)
     if python is None:
         python = os.environ.get("DYNACAP_PYTHON_GUARDS", "") not in ("", "0")
     if python:
+        source, scope = _python_check(guards, builtins_dict)
         return CompiledGuard(guards, _compile(source, scope), source)
     lowered = lower(guards, builtins_dict)
     fallback = _compile(*_python_check(lowered.python, builtins_dict)) if lowered.python else None
     program = GuardProgram(tuple(lowered.steps), tuple(lowered.checks), fallback)
     lines = lowered.lines + [f"python: {g.description}" for g in lowered.python]
-    return CompiledGuard(guards, program, source, lines, scope)
+    return CompiledGuard(guards, program, None, lines, builtins_dict)
 
 
 def _python_check(guards: list[Guard], builtins_dict: dict | None) -> tuple[str, dict]:

@@ -1,0 +1,181 @@
+"""Capture-speed shortcuts must never change an answer: each is checked against the slow path.
+
+- the guard text next to a C program is generated when first read (``CompiledGuard.source``): it must
+  be the text generated at capture, for the guards of that capture only;
+- graph inputs read through a shared prefix load it once per call (``rewrite._load_inputs``): a
+  prefix that changes between calls (a child module swapped for another instance of its class, a
+  list item replaced) must be read anew;
+- a tensor reached two ways is one placeholder (``GraphBuilder._input_of_tensor``), and placeholders
+  stay in input order (``GraphBuilder._last_placeholder``);
+- the ``GraphModule`` is generated once (``GraphBuilder.finish``): its code is its graph's.
+"""
+from __future__ import annotations
+
+import dis
+
+import pytest
+import torch
+
+import dynacap
+from dynacap import hook
+from dynacap.guards import GuardSet, compile_guards
+from dynacap.source import AttrSource, ItemSource, LocalSource
+
+from differential import CountingBackend, run_differential
+
+
+@pytest.fixture(autouse=True)
+def c_guards_by_default(monkeypatch):
+    """The lazy text exists only next to the C program (CI may set the debugging switch)."""
+    monkeypatch.delenv("DYNACAP_PYTHON_GUARDS", raising=False)
+
+
+def _guard_set() -> GuardSet:
+    gs = GuardSet()
+    gs.global_state()
+    gs.type_match(LocalSource("a"), 3)
+    gs.equals_match(LocalSource("a"), 3)
+    gs.type_match(AttrSource(LocalSource("o"), "w"), [1])
+    gs.length(AttrSource(LocalSource("o"), "w"), [1])
+    gs.equals_match(ItemSource(AttrSource(LocalSource("o"), "w"), 0), 1)
+    gs.tensor_match(LocalSource("t"), torch.ones(2, 3))
+    return gs
+
+
+class _Obj:
+    def __init__(self, w):
+        self.w = w
+
+
+def test_guard_text_generated_later_is_the_text_of_the_capture():
+    gs = _guard_set()
+    eager_text = compile_guards(gs, python=True).source
+    c = compile_guards(gs, python=False)
+    gs.equals_match(LocalSource("b"), 7)  # the trace's set may grow afterwards: not this entry's
+    assert c.source == eager_text
+    assert "L['b']" not in c.source
+    frames = [({"a": 3, "o": _Obj([1]), "t": torch.ones(2, 3)}, {}),
+              ({"a": 4, "o": _Obj([1]), "t": torch.ones(2, 3)}, {}),
+              ({"a": 3, "o": _Obj([2]), "t": torch.ones(2, 3)}, {}),
+              ({"a": 3, "o": _Obj([1]), "t": torch.ones(3, 2)}, {})]
+    assert [c.fn(*f) for f in frames] == [bool(c.python_fn(*f)) for f in frames] == [True, False, False, False]
+    assert c.source == eager_text  # compiling the Python check keeps the same text
+
+
+def test_captured_entry_guard_text_matches_a_fresh_generation():
+    def f(x, n):
+        return x * n
+
+    opt = dynacap.optimize(f, backend="eager")
+    opt(torch.ones(3), 2)
+    guard = hook.cache_entries(f.__code__)[0][0].compiled_guard
+    text = guard.source
+    assert "L['n']" in text and "L['x']" in text
+    assert text == compile_guards(guard.guards, python=True).source
+    assert guard.source is text  # generated once
+    assert guard.python_fn({"x": torch.ones(3), "n": 2}, f.__globals__)
+    assert not guard.python_fn({"x": torch.ones(3), "n": 3}, f.__globals__)
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Linear(4, 4)
+        self.norm = torch.nn.LayerNorm(4)
+
+    def forward(self, x):
+        return self.norm(self.conv(x)).relu()
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stage = torch.nn.Sequential(Block(), Block())
+        self.head = torch.nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.head(self.stage(x))
+
+
+def _rewritten(fn_code):
+    return hook.cache_entries(fn_code)[0][1]
+
+
+def test_shared_prefix_is_read_once_per_call():
+    net = Net().eval()
+    backend = CountingBackend()
+    opt = dynacap.optimize(net, backend=backend)
+    with torch.no_grad():
+        x = torch.randn(3, 4)
+        torch.testing.assert_close(opt(x), net(x))
+    code = _rewritten(Net.forward.__code__)
+    reads = [i.argval for i in dis.get_instructions(code) if i.opname == "LOAD_ATTR"]
+    # One read of ``_modules`` per module on the way (self -> stage -> 0/1 -> conv/norm, head), not one per parameter.
+    assert reads.count("_modules") <= 8, reads
+    assert reads.count("_parameters") == 10  # 5 layers, weight and bias each
+
+
+def test_shared_prefix_follows_a_child_swapped_between_calls():
+    """Instances of one class share a graph: the rewritten code must read the child in place now."""
+    net = Net().eval()
+    backend = CountingBackend()
+    opt = dynacap.optimize(net, backend=backend)
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        torch.testing.assert_close(opt(x), net(x))
+        for _ in range(3):
+            net.stage[1] = Block().eval()  # same class, new parameters
+            net.stage[0].conv = torch.nn.Linear(4, 4)
+            torch.testing.assert_close(opt(x), net(x))
+    assert len(backend.graphs) == 1
+
+
+def test_shared_prefix_follows_a_list_item_replaced_between_calls():
+    def f(box):
+        return box.items[0].w * box.items[0].b + box.items[1].w
+
+    class Box:
+        pass
+
+    def make():
+        box = Box()
+        box.items = [_Obj(torch.randn(3)), _Obj(torch.randn(3))]
+        for item in box.items:
+            item.b = torch.randn(3)
+        return box
+
+    box = make()
+    run_differential(f, box)
+    backend = CountingBackend()
+    opt = dynacap.optimize(f, backend=backend)
+    for _ in range(3):
+        torch.testing.assert_close(opt(box), f(box))
+        fresh = make()
+        box.items[0] = fresh.items[0]
+        box.items[1].w = fresh.items[1].w
+    assert len(backend.graphs) == 1
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_one_tensor_reached_two_ways_and_input_order(backend):
+    def f(a, b, c, d):
+        return a * 1 + b * 2 + c * 3 + d * 4
+
+    x, y, z = torch.randn(3), torch.randn(3), torch.randn(3)
+    counting = CountingBackend(backend)
+    opt = dynacap.optimize(f, backend=counting)
+    for args in [(x, y, x, z), (x, y, x, z), (z, y, z, x), (x, x, y, z)]:
+        torch.testing.assert_close(opt(*args), f(*args))
+    placeholders = [n.target for n in counting.graphs[0].graph.nodes if n.op == "placeholder"]
+    assert placeholders == ["L_a", "L_b", "L_d"]  # c is a: one placeholder, in the order first met
+    assert len(counting.graphs) == 2  # the aliasing changed once
+
+
+def test_graph_module_code_is_its_graph():
+    def f(x):
+        return torch.relu(x) + x.sum()
+
+    counting = CountingBackend()
+    dynacap.optimize(f, backend=counting)(torch.randn(4))
+    gm = counting.graphs[0]
+    assert gm.code == gm.graph.python_code("self").src
