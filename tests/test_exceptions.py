@@ -482,3 +482,37 @@ def stop_iteration_ends_the_loop(x):
                          ids=["extend_keeps_items_before_the_failure", "stop_iteration_ends_the_loop"])
 def test_an_exception_raised_while_pulling_a_map_is_eagers(fn, extra, backend):
     run_differential(fn, torch.zeros(2), *extra, backend=CountingBackend(backend))
+
+
+# -- exception classes with their own __init__ ---------------------------------------------------------
+class Totalled(Exception):
+    def __init__(self, a, b=2):
+        self.total = a + b
+
+
+class ShapeError(ValueError):
+    def __init__(self, expected, got):
+        super().__init__(f"expected {expected}, got {got}")
+        self.expected = expected
+
+
+def init_without_super(x):
+    try:
+        raise Totalled(1, b=5)
+    except Totalled as e:
+        return x * e.total, e.args
+
+
+def init_with_super(x):
+    try:
+        if x.shape[0] != 4:
+            raise ShapeError(4, x.shape[0])
+    except ShapeError as e:
+        return x + e.expected, e.args
+    return x
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_exception_class_with_its_own_init(backend):
+    one_graph(init_without_super, torch.randn(3), backend=backend)
+    run_differential(init_with_super, torch.randn(3), backend=CountingBackend(backend))

@@ -15,7 +15,7 @@ from .tracer import handles
 
 def call_value(tx, fn: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:
     """Call ``fn``; an inlined callee's result is this instruction's result (see ``Tracer.direct_call``)."""
-    made = _made_here(fn, args, kwargs)
+    made = _made_here(tx, fn, args, kwargs)
     if made is not None:
         return made
     tx.calling = True
@@ -25,10 +25,10 @@ def call_value(tx, fn: Value, args: list[Value], kwargs: dict[str, Value]) -> Va
         tx.calling = False
 
 
-def _made_here(fn: Value, args: list[Value], kwargs: dict[str, Value]) -> Value | None:
+def _made_here(tx, fn: Value, args: list[Value], kwargs: dict[str, Value]) -> Value | None:
     """Calls whose result is a value kind of the trace: exceptions, modelled context managers."""
     if is_exception_class(fn):
-        return make_exception(fn.as_constant(), args, kwargs, fn.source)
+        return make_exception(tx, fn.as_constant(), args, kwargs, fn.source)
     if fn.is_constant() and isinstance(fn.as_constant(), type):
         return make_modelled(fn.as_constant(), args, kwargs)
     return None

@@ -23,12 +23,12 @@ from ..values.exceptions import CALLERS, ExceptionValue, PythonError, TracebackV
 from .tracer import handles
 
 
-def exception_of(value: Value) -> ExceptionValue:
+def exception_of(tx, value: Value) -> ExceptionValue:
     """What ``raise value`` raises: an exception instance, or a class called without arguments."""
     if isinstance(value, ExceptionValue):
         return value
     if is_exception_class(value):
-        return make_exception(value.as_constant(), [], {}, value.source)
+        return make_exception(tx, value.as_constant(), [], {}, value.source)
     if value.is_constant():
         raise python_error(TypeError, "exceptions must derive from BaseException")
     raise GraphBreak(f"`raise {value.describe()}` is not captured")
@@ -45,12 +45,12 @@ def _raise_varargs(tx, ins):
             raise python_error(RuntimeError, "No active exception to reraise")
         raise PythonError(handled, reraise=True)
     cause = tx.pop() if ins.arg == 2 else None
-    exception = exception_of(tx.pop())
+    exception = exception_of(tx, tx.pop())
     if cause is not None:
         if isinstance(cause, ConstantValue) and cause.value is None:
             exception.set_cause(cause)
         else:
-            exception.set_cause(exception_of(cause))
+            exception.set_cause(exception_of(tx, cause))
     raise PythonError(exception)
 
 

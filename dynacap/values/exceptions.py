@@ -69,13 +69,27 @@ def _builtin_text(cls: type) -> bool:
 
 
 def why_not_plain(cls: type) -> str | None:
-    """Why instances of the exception class ``cls`` cannot be made in the trace (None: they can)."""
+    """Why instances of the exception class ``cls`` cannot be made in the trace (None: they can).
+
+    A Python ``__init__`` is inlined; hooks that would run on every attribute access are refused.
+    """
     for klass in cls.__mro__:
         if klass.__module__ == "builtins":
             continue
-        for name in ("__init__", "__new__", "__getattribute__", "__getattr__", "__setattr__", "__init_subclass__"):
+        for name in ("__new__", "__getattribute__", "__getattr__", "__setattr__", "__delattr__"):
             if name in klass.__dict__:
                 return f"its class {klass.__qualname__} defines {name}"
+        if "__init__" in klass.__dict__ and type(klass.__dict__["__init__"]) is not types.FunctionType:
+            return f"its class {klass.__qualname__} has a {type(klass.__dict__['__init__']).__name__} __init__"
+    return None
+
+
+def user_init(cls: type):
+    """The Python ``__init__`` that ``cls(...)`` runs (None: a builtin exception class's own)."""
+    for klass in cls.__mro__:
+        if "__init__" in klass.__dict__:
+            init = klass.__dict__["__init__"]
+            return init if type(init) is types.FunctionType else None
     return None
 
 
@@ -184,6 +198,13 @@ class ExceptionValue(Value):
         else:
             self.attributes[name] = value
 
+    def builtin_init(self, owner: type, args: list[Value]) -> Value:
+        """``super().__init__(*args)`` reaching a builtin exception class's ``__init__``: it stores ``args``."""
+        if owner not in _PLAIN_BUILTINS or owner not in self.cls.__mro__:
+            raise GraphBreak(f"{owner.__qualname__}.__init__ on {self.describe()} is not captured")
+        self.args = list(args)
+        return ConstantValue(None)
+
     def set_cause(self, cause: Value) -> None:
         """``raise self from cause``."""
         self.cause = cause
@@ -211,17 +232,36 @@ def is_exception_class(value: Value) -> bool:
         and issubclass(value.as_constant(), BaseException)
 
 
-def make_exception(cls: type, args: list[Value], kwargs: dict, class_source=None) -> ExceptionValue:
-    """``cls(*args)`` for an exception class: a value of the trace (the arguments stay as they are)."""
+def make_exception(tx, cls: type, args: list[Value], kwargs: dict, class_source=None) -> ExceptionValue:
+    """``cls(*args)`` for an exception class: a value of the trace, its Python ``__init__`` inlined.
+
+    As ``BaseException.__new__``, the new exception's ``args`` are the call's positional arguments
+    (an ``__init__`` calling ``super().__init__(...)`` replaces them).
+    """
     why = why_not_plain(cls)
     if why is not None:
         raise GraphBreak(f"creating the exception {cls.__qualname__} in captured code: {why}")
-    if kwargs:
-        raise GraphBreak(f"{cls.__qualname__}() with keyword arguments is not captured")
-    if cls.__module__ == "builtins" and cls not in _PLAIN_BUILTINS:
-        # Its C __init__ reads its arguments (OSError's errno, UnicodeError's fields, ...).
-        raise GraphBreak(f"creating the exception {cls.__qualname__} in captured code is not captured")
-    return ExceptionValue(cls, args, class_source)
+    base = next(k for k in cls.__mro__ if k.__module__ == "builtins")
+    if base not in _PLAIN_BUILTINS:
+        # Its C __init__/__new__ reads its arguments (OSError's errno, UnicodeError's fields, ...).
+        raise GraphBreak(f"creating the exception {cls.__qualname__} ({base.__name__}) in captured code is not "
+                         "captured")
+    exception = ExceptionValue(cls, args, class_source)
+    init = user_init(cls)
+    if init is None:
+        if kwargs:
+            raise GraphBreak(f"{cls.__qualname__}() takes no keyword arguments (TypeError at run time)")
+        return exception
+    from .functions import UserFunctionValue
+
+    calling, tx.calling = tx.calling, False  # __init__'s result is not the CALL's
+    try:
+        result = UserFunctionValue(init).call(tx, [exception, *args], kwargs)
+    finally:
+        tx.calling = calling
+    if not (result.is_constant() and result.as_constant() is None):
+        raise python_error(TypeError, f"__init__() should return None, not '{result.python_type().__name__}'")
+    return exception
 
 
 def _plain_builtins() -> frozenset:
