@@ -265,3 +265,58 @@ def test_torch_named_results():
         return m.values + values, indices, m, m[:1], type(m)
 
     check(f, torch.randn(3, 2))
+
+
+# -- collections.Counter, dataclasses.asdict, sorted/min/max with a key --------------------------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_counter_made_updated_read_and_returned(backend):
+    def f(x, names):
+        c = collections.Counter(names)
+        c.update(["a", "z"])
+        c.update({"b": 5})
+        plain = collections.Counter(a=2, b=1)
+        return x * c["a"] + c["missing"], c.most_common(2), c, plain, c.total(), "missing" in c, len(c)
+
+    check(f, torch.ones(2), ["a", "b", "a"], backend=backend)
+
+
+def test_sorted_min_max_with_a_key():
+    def f(x):
+        ranked = sorted([x, x * 3, x * 2], key=lambda t: 0, reverse=True)  # stable: the original order
+        pairs = sorted({"b": 1, "a": 2, "c": 0}.items(), key=lambda kv: kv[1])
+        return ranked, pairs, max(["bb", "a", "ccc"], key=len), min([3, 1, 2], key=lambda v: -v), \
+            max([], key=len, default=x)
+
+    check(f, torch.ones(2))
+
+
+@dataclasses.dataclass
+class Inner:
+    k: int = 3
+
+
+@dataclasses.dataclass
+class Settings:
+    scale: float = 2.0
+    names: list = dataclasses.field(default_factory=lambda: ["a"])
+    inner: Inner = dataclasses.field(default_factory=Inner)
+    pair: Pair = Pair(1, 2)
+
+
+def _asdict_is_modelled() -> bool:
+    from dynacap import trace_rules
+
+    return trace_rules.lookup("dataclasses.asdict") is not None
+
+
+@pytest.mark.skipif(not _asdict_is_modelled(), reason="needs the dataclasses.asdict rule (requests-objects.md)")
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dataclasses_asdict(backend):
+    def f(x):
+        s = Settings()
+        d = dataclasses.asdict(s)
+        return x * d["scale"], d, d["inner"]["k"], d["pair"]
+
+    check(f, torch.ones(2), backend=backend)

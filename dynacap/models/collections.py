@@ -20,3 +20,73 @@ def sequence_iter(sequence):
             return
         yield v
         i += 1
+
+
+def counter_init(self, iterable=None, /, **kwds):
+    """``Counter.__init__``: the counts of ``iterable`` (and of ``kwds``)."""
+    counter_update(self, iterable, **kwds)
+
+
+def counter_update(self, iterable=None, /, **kwds):
+    """``Counter.update``: a mapping's counts are added, any other iterable's items counted one by one
+    (through the object's own ``get`` and ``__setitem__``, as ``_count_elements`` does)."""
+    import collections.abc
+
+    if iterable is not None:
+        if isinstance(iterable, collections.abc.Mapping):
+            for elem, count in iterable.items():
+                self[elem] = count + self.get(elem, 0)
+        else:
+            for elem in iterable:
+                self[elem] = self.get(elem, 0) + 1
+    if kwds:
+        counter_update(self, kwds)
+
+
+def counter_missing(self, key):
+    """``Counter.__missing__``: a missing element counts zero (and is not added)."""
+    return 0
+
+
+def counter_most_common(self, n=None):
+    """``Counter.most_common``: (element, count) pairs, highest count first, ties in insertion order."""
+    ranked = sorted(self.items(), key=_count, reverse=True)
+    return ranked if n is None else ranked[:n]
+
+
+def counter_total(self):
+    """``Counter.total``: the sum of the counts."""
+    return sum(self.values())
+
+
+def _count(pair):
+    return pair[1]
+
+
+def asdict(obj, *, dict_factory=dict):
+    """``dataclasses.asdict``: the fields of a dataclass instance, recursively, as dicts (3.11's walk)."""
+    import dataclasses
+
+    if not dataclasses._is_dataclass_instance(obj):
+        raise TypeError("asdict() should be called on dataclass instances")
+    return _asdict_inner(obj, dict_factory)
+
+
+def _asdict_inner(obj, dict_factory):
+    import copy
+    import dataclasses
+
+    if dataclasses._is_dataclass_instance(obj):
+        result = []
+        for f in dataclasses.fields(obj):
+            result.append((f.name, _asdict_inner(getattr(obj, f.name), dict_factory)))
+        return dict_factory(result)
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+        return type(obj)(*[_asdict_inner(v, dict_factory) for v in obj])
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_asdict_inner(v, dict_factory) for v in obj)
+    if isinstance(obj, dict):
+        return type(obj)((_asdict_inner(k, dict_factory), _asdict_inner(v, dict_factory)) for k, v in obj.items())
+    if type(obj) in (int, float, bool, str, bytes, complex, type(None)):
+        return obj  # what ``copy.deepcopy`` gives for an immutable atom
+    return copy.deepcopy(obj)

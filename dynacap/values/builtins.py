@@ -357,6 +357,16 @@ def _constant_items(tx, iterable: Value) -> list | None:
 
 def _minmax(fn):
     def handler(tx, args, kwargs):
+        if _has_key(kwargs) and set(kwargs) <= {"key", "default"} and args:
+            from .objects import all_items
+
+            items = all_items(tx, args[0]) if len(args) == 1 else list(args)
+            if not items:
+                if "default" in kwargs:
+                    return kwargs["default"]
+                raise GraphBreak(f"`{fn.__name__}()` of an empty sequence (ValueError at run time)")
+            ranks = _ranked(tx, items, kwargs["key"], f"{fn.__name__}()")
+            return items[_at_capture(fn, range(len(items)), key=ranks.__getitem__)]
         if kwargs:
             return None
         if len(args) == 1:
@@ -368,10 +378,30 @@ def _minmax(fn):
     return handler
 
 
+def _ranked(tx, items: list[Value], key: Value, what: str) -> list:
+    """``key(item)`` for each item, in order (as eager calls it), as constants to compare."""
+    ranks = [key.call(tx, [item], {}) for item in items]
+    if not all(r.is_constant() for r in ranks):
+        raise GraphBreak(f"{what} with a key giving values not known at capture time")
+    return [r.as_constant() for r in ranks]
+
+
+def _has_key(kwargs) -> bool:
+    key = kwargs.get("key")
+    return key is not None and not (key.is_constant() and key.as_constant() is None)
+
+
 def _sorted(tx, args, kwargs):
-    if len(args) != 1 or set(kwargs) - {"reverse"}:
+    if len(args) != 1 or set(kwargs) - {"reverse", "key"} or not kwargs.get("reverse", ConstantValue(0)).is_constant():
         return None
     reverse = kwargs["reverse"].as_constant() if "reverse" in kwargs else False
+    if _has_key(kwargs):
+        from .objects import all_items
+
+        items = all_items(tx, args[0])
+        ranks = _ranked(tx, items, kwargs["key"], "sorted()")
+        order = _at_capture(sorted, range(len(items)), key=ranks.__getitem__, reverse=reverse)
+        return ListValue([items[i] for i in order])
     values = _constant_items(tx, args[0])
     if values is None:
         return None

@@ -168,9 +168,13 @@ def instantiate(tx, cls_value: Value, args: list[Value], kwargs: dict[str, Value
 def _run_init(tx, cls, class_source, init, args, kwargs, born_in) -> tuple[Value, "NewObjectValue"]:
     from .wrap import wrap
 
+    from .functions import UserFunctionValue
+    from .objects import modelled_function
+
     obj = _new_object(cls, class_source, born_in)
+    model = modelled_function(init)
     # Through the class, so that assigning ``Cls.__init__`` (or a base's) recompiles.
-    init_value = wrap(tx, init, AttrSource(class_source, "__init__"))
+    init_value = wrap(tx, init, AttrSource(class_source, "__init__")) if model is init else UserFunctionValue(model)
     calling, tx.calling = tx.calling, False  # __init__'s result is not the CALL's
     try:
         return init_value.call(tx, [obj, *args], kwargs), obj

@@ -15,6 +15,7 @@ descriptors and effects are graph breaks.
 """
 from __future__ import annotations
 
+import collections
 import collections.abc
 import types
 
@@ -164,7 +165,7 @@ class ObjectValue(Value):
         guard_class_attribute(tx, self, self.obj, name, method)
         calling, tx.calling = tx.calling, False  # its result is not a CALL's
         try:
-            return UserFunctionValue(method).call(tx, [self, *args], {})
+            return UserFunctionValue(modelled_function(method)).call(tx, [self, *args], {})
         except AttributeMissing as e:
             raise escaped(e) from None
         finally:
@@ -291,6 +292,23 @@ class ObjectValue(Value):
         return True
 
 
+def modelled_function(function):
+    """The Python model traced in place of a standard-library method (``Counter.update``), else ``function``."""
+    if not _STDLIB_MODELS:
+        from ..models import collections as models
+
+        _STDLIB_MODELS.update({
+            collections.Counter.__init__: models.counter_init, collections.Counter.update: models.counter_update,
+            collections.Counter.__missing__: models.counter_missing,
+            collections.Counter.most_common: models.counter_most_common,
+            collections.Counter.total: models.counter_total})
+    return _STDLIB_MODELS.get(function, function)
+
+
+#: Standard-library methods (skipped files) -> their models in ``dynacap.models``, filled on first use.
+_STDLIB_MODELS: dict = {}
+
+
 def all_items(tx, value: Value) -> list[Value]:
     """``value``'s items for a consumer that takes them all at once (``list(v)``, ``[*v]``, unpacking)."""
     return value.consume(tx) if isinstance(value, ObjectValue) else value.iterate(tx)
@@ -410,7 +428,8 @@ def generic_getattr(tx, value: ObjectValue, name: str) -> Value:
         raise AttributeMissing(f"{value.describe()} has no attribute {name!r} (AttributeError at run time)")
     if type(cls_attr) is types.FunctionType:
         guard_class_attribute(tx, value, obj, name, cls_attr)
-        return modelled_method(cls_attr, value) or BoundMethodValue(UserFunctionValue(cls_attr), value)
+        return modelled_method(cls_attr, value) or BoundMethodValue(UserFunctionValue(modelled_function(cls_attr)),
+                                                                    value)
     if type(cls_attr) in _BUILTIN_METHOD_TYPES:
         bound = value.base_method(tx, name)  # ``self.keys()`` of a dict subclass
         if bound is not None:

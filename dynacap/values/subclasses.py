@@ -111,10 +111,10 @@ class _BaseMethod(Value):
     def call(self, tx, args, kwargs):
         if kwargs:
             raise GraphBreak(f"{self.describe()} with keyword arguments (TypeError at run time)")
-        return apply_base(tx, self.items, self.name, args, self.describe())
+        return apply_base(tx, self.items, self.name, args, self.describe(), self.owner)
 
 
-def apply_base(tx, items: DictValue, name: str, args: list[Value], what: str) -> Value:
+def apply_base(tx, items: DictValue, name: str, args: list[Value], what: str, owner=None) -> Value:
     """The built-in dict method ``name`` on ``items``, as CPython's runs it (no method of a subclass runs)."""
     arity = {"__getitem__": 1, "__contains__": 1, "__setitem__": 2, "__delitem__": 1, "__len__": 0,
              "__iter__": 0, "keys": 0, "values": 0, "items": 0}.get(name)
@@ -128,6 +128,9 @@ def apply_base(tx, items: DictValue, name: str, args: list[Value], what: str) ->
         return IteratorValue([ConstantValue(k) for k in items.items])
     key = _constant_key(args[0], what)
     if name == "__getitem__":
+        if key not in items.items and owner is not None and builtin_owner(type(owner.obj), "__missing__") is None \
+                and _has(type(owner.obj), "__missing__"):
+            return owner.call_special(tx, "__missing__", [args[0]], what)  # as dict.__getitem__ calls it
         if key not in items.items:
             raise GraphBreak(f"key {key!r} is not in {items.describe()} (KeyError at run time)")
         return items.items[key]
@@ -144,6 +147,12 @@ def apply_base(tx, items: DictValue, name: str, args: list[Value], what: str) ->
     items.mutate(tx)  # __setitem__
     items.items[key] = args[1]
     return ConstantValue(None)
+
+
+def _has(cls: type, name: str) -> bool:
+    from .objects import _MISSING, class_lookup
+
+    return class_lookup(cls, name) is not _MISSING
 
 
 def _constant_key(key: Value, what: str):
