@@ -182,6 +182,63 @@ def test_data_assignment_is_a_clean_break():
     assert any("`tensor.data = ...`" in str(r) for r in out.break_reasons)
 
 
+def _keeps_the_new_value(p, x):
+    t = x * 2
+    p.data = t
+    t.add_(1)  # eager: p sees this (it shares t's storage)
+    return p * 1, t
+
+
+def _keeps_the_old_data(p, x):
+    w = p.data
+    p.data = x * 2
+    return w + 0, p * 1  # eager: w stays on the old storage
+
+
+def _used_before(p, x):
+    y = p * x  # autograd saves p: eager's backward sees the data swapped in below
+    p.data = x * 3
+    return y + p
+
+
+def _another_parameter(p, x):
+    p.data = x
+    return p * 2
+
+
+def _shape_change(p, x):
+    p.data = torch.zeros(0)
+    return p.numel()
+
+
+def _dtype_change(p, x):
+    p.data = p.data.double()
+    return p * 2
+
+
+@pytest.mark.parametrize("fn", [_keeps_the_new_value, _keeps_the_old_data, _used_before, _another_parameter,
+                                _shape_change, _dtype_change], ids=lambda f: f.__name__.strip("_"))
+def test_data_assignment_others_could_see_breaks_and_matches_eager(fn):
+    """Where another tensor could tell ``set_`` in a graph from eager's ``.data =`` (aliases of the old or
+    the new storage, a use autograd saved, an input's storage) or the metadata changes: a break, eager's result."""
+    def run(call):
+        torch.manual_seed(0)
+        p = torch.nn.Parameter(torch.randn(3))
+        x = torch.randn(3)
+        out = call(p, x)
+        version = p._version
+        if isinstance(out, tuple) and isinstance(out[0], torch.Tensor) and out[0].requires_grad:
+            out[0].sum().backward()
+        return out, p.detach().clone(), p.grad, version
+
+    expected = run(fn)
+    dynacap.reset()
+    actual = run(dynacap.optimize(fn, backend="eager"))
+    torch.testing.assert_close(actual, expected)
+    explained = dynacap.explain(fn)(torch.nn.Parameter(torch.randn(3)), torch.randn(3))
+    assert any("`tensor.data = ...`" in r.reason for r in explained.break_reasons)
+
+
 # -- Variable ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("backend", BACKENDS)
