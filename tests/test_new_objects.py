@@ -815,6 +815,8 @@ def test_iterating_sequences_and_generator_iter_methods(backend):
             total = total + v
         for g in Shifted([x, x * 2]):
             x = x + g
+        for i, (a, b) in enumerate(zip([10, 20, 30], Evens(2))):
+            x = x + a * b + i
         return x * total, list(Shifted([1, 2])), [*Evens(2)]
 
     run_differential(f, torch.ones(2), backend=CountingBackend(inner=backend))

@@ -270,7 +270,16 @@ def _sequence_ctor(container):
     return handler
 
 
+def _pulled(tx, value: Value) -> Value:
+    """An object with its own ``__iter__`` as the iterator it makes (pulled item by item), else ``value``."""
+    from .objects import ObjectValue
+
+    return iterator_of(tx, value) if isinstance(value, ObjectValue) else value
+
+
 def _enumerate(tx, args, kwargs):
+    if args:
+        args = [_pulled(tx, args[0]), *args[1:]]
     start = kwargs.get("start", args[1] if len(args) > 1 else ConstantValue(0)).as_constant()
     if is_lazy(args[0]):
         return EnumerateValue(args[0], start)
@@ -281,6 +290,7 @@ def _zip(tx, args, kwargs):
     strict = kwargs.get("strict", ConstantValue(False))
     if set(kwargs) - {"strict"} or not strict.is_constant():
         return None
+    args = [_pulled(tx, a) for a in args]
     if any(is_lazy(a) for a in args):
         if strict.as_constant():
             return None
