@@ -33,7 +33,7 @@ import dynacap
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
 from constructs import PROGRAMS, Construct  # noqa: E402
 from differential import clone_inputs, compare_outcomes, run_once  # noqa: E402
-from test_constructs import WRONG_RESULTS, InternalError, run_captured  # noqa: E402
+from test_constructs import WRONG_RESULTS, InternalError, _plain_globals, _restore, run_captured  # noqa: E402
 
 INTERNAL_ERROR = "dynacap: internal error"
 
@@ -63,17 +63,20 @@ def same(eager, outcome) -> bool:
     return True
 
 
-def run(call, args):
+def run(call, args, module_globals: dict | None = None, initial: dict | None = None):
+    """One run on fresh inputs; with ``initial``, the module's globals are put back to it first."""
+    if initial is not None:
+        _restore(module_globals, initial)
     c_args, c_kwargs = clone_inputs((args, {}))
     return run_once(call, c_args, c_kwargs, capture_stdout=True)
 
 
-def run_dynacap(prog: Construct, eager) -> dict:
+def run_dynacap(prog: Construct, eager, initial: dict) -> dict:
     dynacap.reset()
     explained = dynacap.explain(prog.fn)
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=INTERNAL_ERROR)
-        outcome = run(explained, prog.build())
+        outcome = run(explained, prog.build(), prog.fn.__globals__, initial)
     if isinstance(outcome.exception, UserWarning):
         return {"error": re.sub(r"^.*?; running it eagerly: ", "", first_line(outcome.exception))}
     out = outcome.result
@@ -85,12 +88,12 @@ def run_dynacap(prog: Construct, eager) -> dict:
             "reasons": [first_line(r.reason) for r in out.break_reasons] if outcome.exception is None else []}
 
 
-def run_torch(prog: Construct, eager) -> dict:
+def run_torch(prog: Construct, eager, initial: dict) -> dict:
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
     backend = Counting()
     try:
-        outcome = run(torch.compile(prog.fn, backend=backend), prog.build())
+        outcome = run(torch.compile(prog.fn, backend=backend), prog.build(), prog.fn.__globals__, initial)
         breaks = dict(torch._dynamo.utils.counters["graph_break"])
     finally:
         torch._dynamo.reset()
@@ -114,8 +117,10 @@ def main(names: list[str]) -> int:
         prog = PROGRAMS[name]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # torch.compile's own warnings
+            initial = _plain_globals(prog.fn.__globals__)  # each engine starts from the globals eager saw
             eager = run(prog.fn, prog.build())
-            ours, theirs = run_dynacap(prog, eager), run_torch(prog, eager)
+            ours, theirs = run_dynacap(prog, eager, initial), run_torch(prog, eager, initial)
+            _restore(prog.fn.__globals__, initial)
         rows.append((prog, ours, theirs))
     dynacap.reset()
 

@@ -249,7 +249,7 @@ KNOWN_BREAKS: Dict[str, str] = {
     "redirect_stdout_captures":
         'creating a StringIO object in captured code: it derives from the built-in class StringIO',
     "except_star_group":
-        'creating the exception ExceptionGroup in captured code is not captured',
+        'creating the exception ExceptionGroup (ExceptionGroup) in captured code is not captured',
     "exception_notes":
         '`.add_note` of the exception ValueError(...) is not captured',
     "generator_close_runs_finally":
