@@ -320,3 +320,88 @@ def test_dataclasses_asdict(backend):
         return x * d["scale"], d, d["inner"]["k"], d["pair"]
 
     check(f, torch.ones(2), backend=backend)
+
+
+# -- enums ----------------------------------------------------------------------------------------------------
+
+import enum  # noqa: E402
+
+
+class Color(enum.Enum):
+    RED = 1
+    GREEN = 2
+
+    def scaled(self, x):
+        return x * self.value
+
+    @property
+    def loud(self):
+        return self.name.upper() + "!"
+
+
+class Level(enum.IntEnum):
+    LOW = 1
+    HIGH = 5
+
+
+class Odd(enum.Enum):
+    A = 1
+    B = 2
+
+    def __eq__(self, other):
+        return True
+
+    __hash__ = enum.Enum.__hash__
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_enum_members_values_names_lookup_and_iteration(backend):
+    def f(x, mode):
+        c = Color.RED
+        return (c.scaled(x) + Level.HIGH, c.name, c.value, c.loud, c is Color.RED, c == Color.GREEN,
+                Color(2), Color["GREEN"].value, [m.value for m in Color], Level.LOW + 1, mode is Color.GREEN,
+                mode, len(Color), Color.GREEN in Color, {Color.RED: 1}[c])
+
+    check(f, torch.ones(2), Color.GREEN, backend=backend)
+
+
+def test_enum_member_argument_is_guarded_by_identity():
+    def f(x, mode):
+        return x * mode.value if mode is Color.RED else x - mode.value
+
+    backend = CountingBackend()
+    compiled = dynacap.optimize(f, backend=backend)
+    for mode in (Color.RED, Color.GREEN, Color.RED):
+        assert_same(f(torch.ones(2), mode), compiled(torch.ones(2), mode))
+    assert backend.compiles == 2
+
+
+def test_enum_with_its_own_eq_is_not_folded():
+    def f(x):
+        return x + 1, Odd.A == Odd.B, Odd(2).name
+
+    run_differential(f, torch.ones(2))
+
+
+def test_unknown_enum_value_raises_as_eager():
+    def f(x):
+        try:
+            return Color(7)
+        except ValueError:
+            return x - 1
+
+    run_differential(f, torch.ones(2))
+
+
+class Loose(Pair):
+    def __eq__(self, other):
+        return True
+
+    __hash__ = tuple.__hash__
+
+
+def test_namedtuple_with_its_own_eq_is_not_folded():
+    def f(x):
+        return x + 1, Loose(1, 2) == Loose(3, 4), Loose(1, 2) != (5, 6)
+
+    run_differential(f, torch.ones(2))

@@ -111,12 +111,24 @@ class ConstantValue(Value):
         return super().call(tx, args, kwargs)
 
     def iterate(self, tx):
+        import enum
+
+        if isinstance(self.value, type) and issubclass(type(self.value), enum.EnumMeta):
+            from .enums import EnumMemberValue
+
+            return [EnumMemberValue(m) for m in self.value]  # the members, in definition order
         try:
             return [ConstantValue(v) for v in self.value]
         except TypeError as e:
             raise GraphBreak(f"{self.describe()} is not iterable") from e
 
     def getitem(self, tx, index):
+        import enum
+
+        if isinstance(self.value, type) and issubclass(type(self.value), enum.EnumMeta):
+            from .enums import lookup_member
+
+            return lookup_member(self.value, index, by_name=True)  # ``Color["RED"]``
         return ConstantValue(self.value[index.as_constant()])
 
     def reconstruct(self, cg) -> None:

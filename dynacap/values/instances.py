@@ -18,6 +18,7 @@ reaches the graph, guards or rewritten code.
 from __future__ import annotations
 
 import abc
+import enum
 import types
 
 from .. import trace_rules
@@ -124,6 +125,11 @@ def instantiate(tx, cls_value: Value, args: list[Value], kwargs: dict[str, Value
     cls = cls_value.as_constant()
     if namedtuple_fields(cls) is not None:
         return make_namedtuple(tx, cls_value, args, kwargs)
+    if issubclass(type(cls), enum.EnumMeta) and len(args) == 1 and not kwargs \
+            and type.__dict__["__dict__"].__get__(cls).get("_member_map_"):
+        from .enums import lookup_member
+
+        return lookup_member(cls, args[0], by_name=False)  # ``Color(2)``: the member of that value
     why = why_not_plain(cls)
     if why is not None:
         article = "an" if cls.__qualname__[:1].lower() in "aeiou" else "a"

@@ -19,7 +19,9 @@ from .iterators import PullIterator, contains
 from .keyed_dicts import KeyedDictValue
 from .module import ModuleValue
 from .numpy_ns import is_numpy_array, numpy_operator
+from .enums import EnumMemberValue
 from .objects import NewInstanceDictValue, ObjectValue, class_lookup
+from .subclasses import NamedTupleValue
 from .symbolic import SymNumberValue
 from .tensor import TensorValue
 
@@ -117,7 +119,8 @@ _SCALARS = (int, float, complex, str, bytes, bool, type(None))
 
 def _object_class(v: Value) -> type | None:
     """The class of a user object (made in the trace or read from the frame), else None."""
-    return v.python_type() if isinstance(v, (NewObjectValue, ObjectValue)) else None
+    return v.python_type() if isinstance(v, (NewObjectValue, ObjectValue, EnumMemberValue, NamedTupleValue)) \
+        and not v.is_constant() else None
 
 
 def _defines_equality(v: Value) -> bool:

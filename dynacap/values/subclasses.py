@@ -297,7 +297,14 @@ class NamedTupleValue(TupleValue):
     def python_type(self):
         return self.cls
 
+    def is_constant(self):
+        from .enums import user_dunders
+
+        return super().is_constant() and not user_dunders(self.cls)
+
     def as_constant(self):
+        if not self.is_constant():
+            raise GraphBreak(f"{self.describe()} is used where a Python constant is needed")
         return tuple.__new__(self.cls, tuple(i.as_constant() for i in self.items))
 
     def describe(self):

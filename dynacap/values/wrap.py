@@ -28,6 +28,7 @@ from .base import Value
 from .builtins import TYPE_PREDICATES, BuiltinValue, SignatureValue, TypePredicateValue
 from .constant import ConstantValue, is_literal
 from .containers import DictValue, FrameItems, ListValue, SizeValue, TupleValue
+from .enums import is_enum_member, member_value
 from .functions import OpaqueCallableValue, PythonModuleValue, UserFunctionValue
 from .keyed_dicts import KeyedDictValue, reads_by_key
 from .library import LibraryCallableValue
@@ -81,6 +82,8 @@ def wrap(tx, obj, source: Source | None) -> Value:
         return _symbolic_int(tx, obj, source)
     if t in (set, frozenset) and source is not None and all(is_literal(x) for x in obj):
         return _frame_set(tx, obj, source)
+    if is_enum_member(obj):
+        return member_value(tx, obj, source)
     if is_literal(obj) and t is not tuple:
         if source is not None:
             g.equals_match(source, obj)
