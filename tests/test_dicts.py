@@ -195,3 +195,43 @@ def test_sequence_times_a_float_raises_as_eager():
         return made * 1.5
 
     run_differential(fn, torch.randn(2))
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_fromkeys_views_hash_and_vars(backend):
+    from differential import CountingBackend
+
+    class Box:
+        def __init__(self, v):
+            self.v = v
+
+    def fn(x):
+        d = dict.fromkeys(["a", "b"], 0)
+        o = collections.OrderedDict.fromkeys("xy")
+        b = Box(x)
+        return (x + d["a"], d, o, type(o).__name__, "a" in d.keys(), 0 in d.values(), ("b", 0) in d.items(),
+                hash("k") == hash("k"), hash((1, "a")), vars(b)["v"] * 2)
+
+    run_differential(fn, torch.ones(2), backend=CountingBackend(inner=backend))
+    assert_fully_captured(fn, torch.ones(2))
+
+
+def _sort_takes_keywords() -> bool:
+    import inspect
+
+    from dynacap.values import functions
+
+    return "sort_list" in inspect.getsource(functions.ContainerMethodValue.call)
+
+
+@pytest.mark.skipif(not _sort_takes_keywords(), reason="needs list.sort in ContainerMethodValue (requests-objects.md)")
+def test_list_sort_with_a_key():
+    def fn(x):
+        items = [3, 1, 2]
+        items.sort(key=lambda v: -v)
+        pairs = [("b", x), ("a", x * 2)]
+        pairs.sort(key=lambda p: p[0], reverse=True)
+        return x * items[0], items, pairs
+
+    run_differential(fn, torch.ones(2))
+    assert_fully_captured(fn, torch.ones(2))

@@ -22,7 +22,7 @@ from .containers import DictValue, IteratorValue, ListValue, SequenceValue, Tupl
 from .functions import make_partial
 from .iterators import EnumerateValue, FilterValue, MapValue, PullIterator, ZipValue, is_lazy, iterator_of
 
-_EFFECTFUL = {"print", "input", "open", "exec", "eval", "compile", "breakpoint", "exit", "quit", "delattr", "globals", "locals", "vars", "id", "hash", "iter", "next", "super", "__import__", "help"}
+_EFFECTFUL = {"print", "input", "open", "exec", "eval", "compile", "breakpoint", "exit", "quit", "delattr", "globals", "locals", "vars", "id", "iter", "next", "super", "__import__", "help"}
 
 #: ``inspect`` predicates that depend only on an object's type: answered from ``python_type()``.
 TYPE_PREDICATES = {
@@ -122,6 +122,8 @@ class BuiltinValue(Value):
             from .objects import GenericSetattrValue
 
             return GenericSetattrValue()
+        if name == "fromkeys" and self.fn in (dict, collections.OrderedDict):
+            return _FromKeys(self.fn)
         return super().getattr(tx, name)
 
     def is_constant(self) -> bool:
@@ -161,6 +163,43 @@ class BuiltinValue(Value):
 
                 raise from_real(e, f"`{name}()` raised {type(e).__name__}: {e}") from None
         raise GraphBreak(f"`{name}()` on {', '.join(a.describe() for a in args)} is not supported")
+
+
+class _FromKeys(Value):
+    """``dict.fromkeys(keys, value=None)`` / ``OrderedDict.fromkeys``: every key holding the one ``value``."""
+
+    def __init__(self, dict_type: type):
+        self.dict_type = dict_type
+
+    def describe(self):
+        return f"{self.dict_type.__name__}.fromkeys"
+
+    def call(self, tx, args, kwargs):
+        from .objects import all_items
+
+        if kwargs or len(args) not in (1, 2):
+            raise GraphBreak(f"{self.describe()} takes one or two positional arguments")
+        value = args[1] if len(args) > 1 else ConstantValue(None)
+        keys = all_items(tx, args[0])
+        if not all(k.is_constant() for k in keys):
+            raise GraphBreak(f"{self.describe()} with keys not known at capture time")
+        return DictValue({k.as_constant(): value for k in keys}, dict_type=self.dict_type)
+
+
+def _vars(tx, args, kwargs):
+    """``vars(obj)``: ``obj.__dict__`` read as the attribute (``vars()`` of the frame is left to the break)."""
+    from .objects import ObjectValue
+
+    if len(args) == 1 and not kwargs and isinstance(args[0], ObjectValue):
+        return args[0].getattr(tx, "__dict__")
+    return None
+
+
+def _hash(tx, args, kwargs):
+    """``hash()`` of a constant (computed now, as the run's own hash is); of anything else, a break."""
+    if len(args) == 1 and not kwargs and args[0].is_constant():
+        return None  # called on the constant below
+    raise GraphBreak(f"`hash()` of {args[0].describe() if args else 'nothing'} is not known at capture time")
 
 
 def _iter(tx, args, kwargs):
@@ -418,6 +457,18 @@ def _sorted(tx, args, kwargs):
     return ListValue([ConstantValue(v) for v in _at_capture(sorted, values, reverse=reverse)])
 
 
+def sort_list(tx, target: ListValue, args, kwargs) -> Value:
+    """``lst.sort(key=..., reverse=...)``: ``sorted``'s order written into the list (one mutation)."""
+    if args or set(kwargs) - {"key", "reverse"}:
+        raise GraphBreak("list.sort() takes only the keyword arguments key and reverse (TypeError at run time)")
+    ordered = _sorted(tx, [target], kwargs)
+    if ordered is None:
+        raise GraphBreak(f"list.sort() of {target.describe()}: items not known at capture time (give a key)")
+    target.mutate(tx, "list.sort")
+    target.items = ordered.items
+    return ConstantValue(None)
+
+
 def _at_capture(fn, *args, **kwargs):
     """``fn`` on constants now; what it raises is raised at run time (a break)."""
     try:
@@ -550,6 +601,8 @@ def _set_ctor(frozen: bool):
 
 _HANDLERS = {
     "super": _super,
+    "vars": _vars,
+    "hash": _hash,
     "iter": _iter,
     "next": _next,
     "len": _len,

@@ -262,7 +262,7 @@ class ListValue(SequenceValue):
     def getattr(self, tx, name):
         from .functions import ContainerMethodValue
 
-        if name in ("append", "extend", "insert", "pop", "reverse", "clear", "index", "count", "copy"):
+        if name in ("append", "extend", "insert", "pop", "reverse", "clear", "index", "count", "copy", "sort"):
             return ContainerMethodValue(self, name)
         return super().getattr(tx, name)
 
