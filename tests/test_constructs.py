@@ -135,6 +135,12 @@ WRONG_WITH_BREAKS = {
                           "(eager: `it` still holds 3)",
     "reversed_after_mutation": "WRONG RESULT: raises TypeError: 'tuple' object is not an iterator at `next(r)` "
                                "on `reversed(xs)` (eager: 3)",
+    "zip_across_break": "WRONG RESULT: raises TypeError: 'tuple' object is not an iterator after the break "
+                        "(eager: the rest of the zip)",
+    "enumerate_across_break": "WRONG RESULT: raises TypeError: 'tuple' object is not an iterator after the break "
+                              "(eager: the rest of the enumerate)",
+    "reversed_list_across_break": "WRONG RESULT: raises TypeError: 'tuple' object is not an iterator after the "
+                                  "break (eager: the rest of the reversed list)",
     "exception_notes": "WRONG RESULT: raises AttributeError: 'ValueError' object has no attribute '__notes__' "
                        "(eager: ['more']): the break at `e.add_note` and the raise see two objects",
 }

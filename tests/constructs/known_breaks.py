@@ -36,7 +36,7 @@ KNOWN_BREAKS: Dict[str, str] = {
     "delattr_builtin":
         '`delattr()` has effects outside the graph; it runs eagerly',
     "vars_of_object":
-        '`vars()` has effects outside the graph; it runs eagerly',
+        '`.values` of the __dict__ of Child object created in captured code is not supported',
     "callable_checks":
         '`callable()` on Scaler object created in captured code is not supported',
     "function_attribute":
@@ -107,18 +107,8 @@ KNOWN_BREAKS: Dict[str, str] = {
         'call to PointNT._make, which dynacap does not capture (skipped file)',
     "namedtuple_in_function":
         'call to namedtuple, which dynacap does not capture (skipped file)',
-    "enum_value_name":
-        'attribute `value` of Color object Color.GREEN is a property descriptor',
-    "enum_lookup":
-        'creating a Color object in captured code: its metaclass EnumType has its own __call__',
     "flag_enum_ops":
-        '`|` between Perm object Perm.R and Perm object Perm.W is not supported',
-    "str_enum":
-        'creating an Act object in captured code: its metaclass EnumType has its own __call__',
-    "enum_dict_key":
-        'Color object Color.RED is used where a Python constant is needed',
-    "dict_fromkeys":
-        'attribute `.fromkeys` of builtin `dict` is not supported',
+        '`|` returned a Perm, which is not a constant',
     "dict_merge_operator":
         '`|` between dict d of 2 and dict of 1 is not supported',
     "dict_popitem_copy":
@@ -126,17 +116,15 @@ KNOWN_BREAKS: Dict[str, str] = {
     "list_methods":
         'attribute `.remove` of list of 6 is not supported',
     "list_sort_key":
-        'attribute `.sort` of list of 3 is not supported',
+        'method .sort of list of 3 with keyword arguments',
     "list_sort_tensors_by_key":
-        'attribute `.sort` of list of 3 is not supported',
+        'method .sort of list of 3 with keyword arguments',
     "str_join":
         "method .join of constant ',' called with non-constant arguments",
     "percent_format":
         "`%` between constant '%(k)s' and dict of 1 is not supported",
     "id_and_is":
         '`id()` has effects outside the graph; it runs eagerly',
-    "hash_of_constants":
-        '`hash()` has effects outside the graph; it runs eagerly',
     "globals_read":
         '`globals()` has effects outside the graph; it runs eagerly',
     "print_text":
@@ -216,10 +204,6 @@ KNOWN_BREAKS: Dict[str, str] = {
     "requires_grad_state":
         '`tensor.requires_grad_()` makes a tensor require grad, which a graph cannot do for its backends;'
         ' it runs eagerly between two graphs',
-    "hash_collision_minus_one":
-        '`hash()` has effects outside the graph; it runs eagerly',
-    "big_integers":
-        '`hash()` has effects outside the graph; it runs eagerly',
     "zip_consumes_extra":
         'next() on an exhausted iterator (StopIteration at run time)',
     "reversed_after_mutation":
@@ -270,7 +254,7 @@ KNOWN_BREAKS: Dict[str, str] = {
     "contains_falls_back_to_iter":
         '`in` on IterOnly object created in captured code, whose class has no __contains__',
     "eq_without_hash_is_unhashable":
-        '`hash()` has effects outside the graph; it runs eagerly',
+        '`hash()` of Unhashable object created in captured code is not known at capture time',
     "new_then_init":
         'creating a Singleton object in captured code: it has its own __new__',
     "new_returns_other_class":
@@ -305,4 +289,105 @@ KNOWN_BREAKS: Dict[str, str] = {
         'a `class` statement inside the captured code is not captured: it runs eagerly',
     "repr_default_format":
         'a `class` statement inside the captured code is not captured: it runs eagerly',
+    "iterator_across_break":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "generator_across_break":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "zip_across_break":
+        '`next()` has effects outside the graph; it runs eagerly',
+    "map_across_break":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "enumerate_across_break":
+        '`next()` has effects outside the graph; it runs eagerly',
+    "count_across_break":
+        'creating a count object in captured code: it derives from the built-in class count',
+    "object_across_break":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "object_alias_across_break":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "list_alias_across_break":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "dict_view_across_break":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "set_across_break":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "deque_across_break":
+        'creating a deque object in captured code: it derives from the built-in class deque',
+    "defaultdict_across_break":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "counter_across_break":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "partial_across_break":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "namedtuple_across_break":
+        'call to namedtuple, which dynacap does not capture (skipped file)',
+    "dataclass_across_break":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "closure_cell_across_break":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "user_with_across_break":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "contextmanager_across_break":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "try_except_across_break":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "finally_across_break":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "exception_object_across_break":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "loop_with_break_each_iteration":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "while_loop_with_break":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "comprehension_with_break":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "generator_expression_with_break":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "local_class_across_break":
+        'a `class` statement inside the captured code is not captured: it runs eagerly',
+    "super_method_with_break":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "property_with_break":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "dunder_with_break":
+        '`+` between Added object created in captured code and Added object created in captured code is '
+        'not supported',
+    "nested_calls_with_break":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "sorted_with_key_and_break":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "reversed_list_across_break":
+        '`next()` has effects outside the graph; it runs eagerly',
+    "print_across_break":
+        '`print()` has effects outside the graph; it runs eagerly (move it out of the captured code, or '
+        'behind a flag, to keep one graph)',
+    "global_write_across_break":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
 }
