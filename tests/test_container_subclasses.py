@@ -405,3 +405,21 @@ def test_namedtuple_with_its_own_eq_is_not_folded():
         return x + 1, Loose(1, 2) == Loose(3, 4), Loose(1, 2) != (5, 6)
 
     run_differential(f, torch.ones(2))
+
+
+class Renamed(dict):
+    def keys(self):
+        return ["renamed"]
+
+    def base_keys(self):
+        return super().keys()
+
+
+def test_a_view_of_the_base_is_rebuilt_as_the_base_view():
+    def f(x):
+        d = Renamed(a=x)
+        return d.base_keys(), d.keys(), x + 1
+
+    run_differential(lambda x: [list(v) for v in f(x)[:2]] + [type(f(x)[0]).__name__], torch.ones(2))
+    result = dynacap.optimize(f, backend="eager")(torch.ones(2))
+    assert list(result[0]) == ["a"] and result[1] == ["renamed"]

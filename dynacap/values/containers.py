@@ -421,6 +421,9 @@ class DictViewValue(TupleValue):
         raise GraphBreak(f"attribute `.{name}` of a dict view is not supported")
 
     def reconstruct(self, cg):
+        if hasattr(self.dict_value, "reconstruct_view"):  # the items of a dict subclass object (``subclasses``)
+            self.dict_value.reconstruct_view(cg, self.kind)
+            return
         self.dict_value.reconstruct(cg)
         cg.append("LOAD_METHOD", self.kind)
         cg.append("PRECALL", 0)

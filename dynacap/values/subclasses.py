@@ -73,6 +73,14 @@ class ItemStorage(DictValue):
     def reconstruct(self, cg):
         self.owner.reconstruct(cg)
 
+    def reconstruct_view(self, cg, kind: str) -> None:
+        """``Base.keys(obj)`` (``values``/``items``): the base's view, whatever the class overrides."""
+        cg.append("PUSH_NULL")
+        cg.load_const(getattr(self.dict_type, kind))
+        self.owner.reconstruct(cg)
+        cg.append("PRECALL", 1)
+        cg.append("CALL", 1)
+
 
 def base_method(tx, value, name: str, items: DictValue, writable: bool) -> Value | None:
     """``name`` of the built-in dict base bound to ``value`` (its items: ``items``), or None if not modelled."""
