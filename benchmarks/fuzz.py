@@ -3,6 +3,7 @@
     python benchmarks/fuzz.py --n 5000 --compare-dynamo [--seed S] [--jobs 2]
     python benchmarks/fuzz.py --minimize SEED [--engine dynacap] [--seed-size 5]
     python benchmarks/fuzz.py --show SEED
+    python benchmarks/fuzz.py --report RESULTS.jsonl   # the tables of a run kept with --results
 
 The run prints, per failure class, how many of the programs each engine got
 wrong, side by side, the first failing seeds per class, and programs per
@@ -15,13 +16,16 @@ production).  Seeds ``S .. S+n-1`` are the programs (``tests/fuzz/grammar.py``),
 each run eagerly and under every engine in child processes
 (``tests/fuzz/batch.py``), three calls each with changed inputs.  Both
 engines use ``backend="eager"`` unless ``--backend`` says otherwise.
-``--minimize SEED`` reruns one program, shrinks it while the same failure
+``--results FILE`` writes each program's result as a JSON line when it
+arrives, so that the tables of a long run can be printed while it goes or
+after it was stopped (``--report FILE``).  ``--minimize SEED`` reruns one program, shrinks it while the same failure
 class reproduces and prints the small program with the eager and captured
 outcomes.  Exit status 1 when dynacap got any program wrong.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -30,7 +34,7 @@ from collections import Counter
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [os.path.join(_ROOT, "tests"), _ROOT]
 
-from fuzz.batch import Item, run_batch  # noqa: E402
+from fuzz.batch import Item, Result, run_batch  # noqa: E402
 from fuzz.classify import CLASSES, FAILURES  # noqa: E402
 from fuzz.grammar import GRAMMARS, exclusions_for, generate, production_names  # noqa: E402
 from fuzz.inputs import CALLS  # noqa: E402
@@ -109,8 +113,17 @@ def run(args) -> int:
             print(f"  ... {done}/{len(items) * len(engines)} runs, {time.perf_counter() - start:.0f} s",
                   file=sys.stderr, flush=True)
 
-    results = run_batch(items, exclude=exclude, size=args.size, jobs=args.jobs, timeout_s=args.timeout,
-                        progress=progress)
+    sink = open(args.results, "w", buffering=1) if args.results else None
+
+    def keep(result) -> None:
+        sink.write(json.dumps(vars(result)) + "\n")
+
+    try:
+        results = run_batch(items, exclude=exclude, size=args.size, jobs=args.jobs, timeout_s=args.timeout,
+                            progress=progress, on_result=keep if sink else None)
+    finally:
+        if sink is not None:
+            sink.close()
     elapsed = time.perf_counter() - start
     print(f"fuzz: {args.n} programs (seeds {args.seed}..{args.seed + args.n - 1}, size {args.size}"
           + (f", grammar {args.grammar}" if args.grammar != "full" else "")
@@ -119,14 +132,29 @@ def run(args) -> int:
     for engine in engines:
         spent = sum(r.seconds for r in results if r.engine == engine)
         print(f"  {engine}: {spent / max(args.n, 1):.3f} s per program ({CALLS} calls, capture included)")
-    print(_table(results, engines, args.n))
+    return _report(results, engines, args.n, args.by_production)
+
+
+def _report(results, engines, n: int, by_production: bool) -> int:
+    print(_table(results, engines, n))
     failures = _first_failures(results, engines)
     if failures:
         print(failures)
     print(_compiled(results, engines))
-    if args.by_production:
+    if by_production:
         print(_by_production(results, engines))
     return 1 if any(r.cls not in ("ok",) for r in results if r.engine == engines[0]) else 0
+
+
+def report_file(args) -> int:
+    """The tables of the results kept in ``args.report`` (a run that may still be going, or was stopped)."""
+    with open(args.report) as f:
+        results = [Result(**json.loads(line)) for line in f if line.strip()]
+    engines = list(dict.fromkeys(r.engine for r in results))
+    seeds = sorted({r.seed for r in results if r.engine == engines[0]}) if engines else []
+    if seeds:
+        print(f"fuzz results in {args.report}: {len(seeds)} programs (seeds {seeds[0]}..{seeds[-1]})")
+    return _report(results, engines, len(seeds), args.by_production)
 
 
 def minimize_seed(args) -> int:
@@ -165,6 +193,8 @@ def main(argv=None) -> int:
                         f"(known: {', '.join(production_names())})")
     parser.add_argument("--by-production", action="store_true",
                         help="also print breaks per program among the programs using each production")
+    parser.add_argument("--results", metavar="FILE", help="write each result as a JSON line as it arrives")
+    parser.add_argument("--report", metavar="FILE", help="print the tables of a --results file and exit")
     parser.add_argument("--minimize", type=int, metavar="SEED", help="minimize the failure of one program")
     parser.add_argument("--engine", default="dynacap", help="engine for --minimize (dynacap[:backend], dynamo)")
     parser.add_argument("--max-checks", type=int, default=400, help="oracle runs allowed to --minimize")
@@ -177,6 +207,8 @@ def main(argv=None) -> int:
         print(program.source)
         print("# productions:", ", ".join(sorted(program.features)))
         return 0
+    if args.report is not None:
+        return report_file(args)
     if args.minimize is not None:
         return minimize_seed(args)
     return run(args)

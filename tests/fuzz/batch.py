@@ -9,7 +9,8 @@ The parent watches the pipe: if the child dies during a run, that
 run reports nothing for ``timeout_s``, the child is killed and the run is a
 ``timeout``.  Either way a new child carries on with the rest.  An eager run
 that dies or hangs makes the program ``invalid`` (a grammar bug, not the
-engine's).  Results come back in seed order.
+engine's).  Results come back in seed order; ``on_result`` sees each one as
+it arrives (a long run can keep them in a file while it goes).
 """
 from __future__ import annotations
 
@@ -164,10 +165,25 @@ def _run_child(items: list[Item], exclude, size: int, timeout_s: float, results:
         pending = ([Item(seed, rest, item.source, item.calls)] if rest else []) + pending[index + 1:]
 
 
+class _Results(list):
+    """The results of a batch, appended by the children's threads; each one shown to ``on_result`` too."""
+
+    def __init__(self, on_result):
+        super().__init__()
+        self.on_result = on_result
+        self.lock = threading.Lock()
+
+    def append(self, result: Result) -> None:
+        with self.lock:
+            super().append(result)
+            if self.on_result is not None:
+                self.on_result(result)
+
+
 def run_batch(items: list[Item], *, exclude=(), size: int = 5, jobs: int = 1, timeout_s: float = 60.0,
-              progress=None) -> list[Result]:
+              progress=None, on_result=None) -> list[Result]:
     """Run every item (see ``Item``) in ``jobs`` parallel children; results sorted by (seed, engine)."""
-    results: list[Result] = []
+    results = _Results(on_result)
     errors: list[BaseException] = []
 
     def work(chunk):
