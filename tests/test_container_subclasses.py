@@ -423,3 +423,21 @@ def test_a_view_of_the_base_is_rebuilt_as_the_base_view():
     run_differential(lambda x: [list(v) for v in f(x)[:2]] + [type(f(x)[0]).__name__], torch.ones(2))
     result = dynacap.optimize(f, backend="eager")(torch.ones(2))
     assert list(result[0]) == ["a"] and result[1] == ["renamed"]
+
+
+def test_environment_variables_are_read_and_guarded_by_their_values(monkeypatch):
+    import os
+
+    def f(x):
+        forced = os.environ.get("DYNACAP_TEST_FLAG", "0") == "1"
+        return x + forced + ("DYNACAP_TEST_OTHER" in os.environ)
+
+    monkeypatch.delenv("DYNACAP_TEST_FLAG", raising=False)
+    monkeypatch.delenv("DYNACAP_TEST_OTHER", raising=False)
+    check(f, torch.ones(2))
+    backend = CountingBackend()
+    compiled = dynacap.optimize(f, backend=backend)
+    assert_same(f(torch.ones(2)), compiled(torch.ones(2)))
+    monkeypatch.setenv("DYNACAP_TEST_FLAG", "1")
+    assert_same(f(torch.ones(2)), compiled(torch.ones(2)))  # the guard on its value fails: compiled again
+    assert backend.compiles == 2

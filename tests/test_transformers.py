@@ -17,7 +17,7 @@ from transformers_models import build  # noqa: E402
 
 pytestmark = pytest.mark.transformers
 
-ARCHITECTURES = ["bert", "gpt2", "t5", "vit", "wav2vec2"]
+ARCHITECTURES = ["bert", "gpt2", "llama", "t5", "vit", "wav2vec2"]
 
 
 def _outputs(out):
@@ -52,3 +52,13 @@ def test_config_attribute_access_under_capture():
 
     expected = read(torch.ones(2))
     assert_same(expected, dynacap.optimize(read, backend="eager")(torch.ones(2)))
+
+
+@pytest.mark.parametrize("name", ["bert", "gpt2", "llama", "vit", "wav2vec2"])
+def test_model_is_one_graph_without_breaks(name):
+    # ModelOutput objects made, read and returned in the graph; config views iterated; os.environ read.
+    model, kwargs = build(name)
+    model.eval()
+    with torch.no_grad():
+        explained = dynacap.explain(model)(**kwargs)
+    assert explained.graph_count == 1 and not explained.break_reasons, [b.reason for b in explained.break_reasons]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import collections.abc
+import os
 import types
 
 from ..errors import GraphBreak
@@ -180,6 +181,11 @@ class ObjectValue(Value):
         return base_method(tx, self, name, frame_items(tx, self), writable=False)
 
     def getitem(self, tx, index):
+        found = environment_variable(tx, self, index)
+        if found is not None:
+            if found is _MISSING:
+                raise GraphBreak(f"environment variable {index.as_constant()!r} is not set (KeyError at run time)")
+            return ConstantValue(found)
         return self.call_special(tx, "__getitem__", [index], "indexing")
 
     def setitem(self, tx, index, value):
@@ -330,10 +336,31 @@ def escaped(e: AttributeMissing) -> AttributeMissing:
     return AttributeMissing(e.reason)
 
 
+def environment_variable(tx, value: "ObjectValue", key: Value):
+    """``os.environ.get(key)`` read now (``os``'s own code, no user code) and guarded by its answer; the
+    value, or ``_MISSING``.  None when ``value`` is not ``os.environ`` read from the frame."""
+    if type(value.obj) is not os._Environ or value.source is None or not key.is_constant() \
+            or type(key.as_constant()) is not str:
+        return None
+    name = key.as_constant()
+    found = value.obj.get(name, _MISSING)
+    if found is _MISSING:
+        tx.guards.add("EQUALS_MATCH", value.source, "{g}({s}, {k}, {m}) is {m}",
+                      f"{name!r} not in {readable(value.source)}", g=collections.abc.Mapping.get, k=name, m=_MISSING)
+    else:
+        tx.guards.add("EQUALS_MATCH", value.source, "{g}({s}, {k}, {m}) == {v}",
+                      f"{readable(value.source)}[{name!r}] == {found!r}", g=collections.abc.Mapping.get, k=name,
+                      m=_MISSING, v=found)
+    return found
+
+
 def _mapping_contains(tx, value: "ObjectValue", args: list[Value]) -> Value:
     """``Mapping.__contains__``: ``self[key]`` succeeds (a missing key, a ``KeyError``, is a break)."""
     if len(args) != 1:
         raise GraphBreak("Mapping.__contains__ takes one argument (TypeError at run time)")
+    found = environment_variable(tx, value, args[0])
+    if found is not None:
+        return ConstantValue(found is not _MISSING)
     value.getitem(tx, args[0])
     return ConstantValue(True)
 
@@ -342,6 +369,9 @@ def _mapping_get(tx, value: "ObjectValue", args: list[Value]) -> Value:
     """``Mapping.get``: ``self[key]`` (a missing key, a ``KeyError``, is a break)."""
     if len(args) not in (1, 2):
         raise GraphBreak("Mapping.get takes one or two arguments (TypeError at run time)")
+    found = environment_variable(tx, value, args[0])
+    if found is not None:
+        return ConstantValue(found) if found is not _MISSING else args[1] if len(args) > 1 else ConstantValue(None)
     return value.getitem(tx, args[0])
 
 
