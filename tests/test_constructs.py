@@ -141,6 +141,8 @@ WRONG_WITH_BREAKS = {
                               "(eager: the rest of the enumerate)",
     "reversed_list_across_break": "WRONG RESULT: raises TypeError: 'tuple' object is not an iterator after the "
                                   "break (eager: the rest of the reversed list)",
+    "zip_of_iterator_across_break": "WRONG RESULT: raises TypeError: 'tuple' object is not an iterator after the "
+                                    "break (eager: the rest of zip(it, it))",
     "exception_notes": "WRONG RESULT: raises AttributeError: 'ValueError' object has no attribute '__notes__' "
                        "(eager: ['more']): the break at `e.add_note` and the raise see two objects",
 }

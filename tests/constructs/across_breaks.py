@@ -387,3 +387,114 @@ def global_write_across_break(x):
 
 
 TOTAL = 0
+
+
+@construct()
+def filter_across_break(x):
+    f = filter(lambda k: k % 2, [1, 2, 3, 5])
+    next(f)
+    v = value(x)
+    return x + v * 0, list(f)
+
+
+@construct()
+def chain_across_break(x):
+    c = itertools.chain([1, 2], [3])
+    next(c)
+    v = value(x)
+    return x + v * 0, list(c)
+
+
+@construct()
+def islice_across_break(x):
+    s = itertools.islice(range(10), 1, 6, 2)
+    next(s)
+    v = value(x)
+    return x + v * 0, list(s)
+
+
+@construct()
+def product_across_break(x):
+    p = itertools.product([1, 2], "ab")
+    next(p)
+    v = value(x)
+    return x + v * 0, list(p)
+
+
+@construct()
+def dict_items_iterator_across_break(x):
+    it = iter({"a": 1, "b": 2, "c": 3}.items())
+    next(it)
+    v = value(x)
+    return x + v * 0, list(it)
+
+
+@construct()
+def str_iterator_across_break(x):
+    it = iter("abc")
+    next(it)
+    v = value(x)
+    return x + v * 0, list(it)
+
+
+@construct()
+def range_iterator_across_break(x):
+    it = iter(range(5))
+    next(it)
+    v = value(x)
+    return x * next(it) + v * 0, list(it)
+
+
+@construct()
+def list_iterator_sees_append_after_break(x):
+    xs = [1, 2]
+    it = iter(xs)
+    next(it)
+    v = value(x)
+    xs.append(3)
+    return x + v * 0, list(it)
+
+
+@construct()
+def dict_grows_after_break_while_iterated(x):
+    d = {"a": 1, "b": 2}
+    it = iter(d)
+    next(it)
+    v = value(x)
+    d["c"] = 3
+    try:
+        next(it)
+    except RuntimeError as e:
+        return x + v * 0, str(e)
+    return x, "no error"
+
+
+@construct()
+def generator_send_across_break(x):
+    def acc():
+        total = 0
+        while True:
+            total += yield total
+
+    g = acc()
+    next(g)
+    g.send(2)
+    v = value(x)
+    return x * g.send(3) + v * 0
+
+
+@construct()
+def map_two_iterators_across_break(x):
+    m = map(lambda a, b: a * b, [1, 2, 3], [4, 5, 6])
+    next(m)
+    v = value(x)
+    return x + v * 0, list(m)
+
+
+@construct()
+def zip_of_iterator_across_break(x):
+    it = iter([1, 2, 3, 4])
+    z = zip(it, it)
+    next(z)
+    v = value(x)
+    return x + v * 0, list(z), list(it)

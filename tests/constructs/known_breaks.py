@@ -289,6 +289,12 @@ KNOWN_BREAKS: Dict[str, str] = {
         'a `class` statement inside the captured code is not captured: it runs eagerly',
     "repr_default_format":
         'a `class` statement inside the captured code is not captured: it runs eagerly',
+    "super_in_classmethod_two_args":
+        'super(): Mid is not a base of type (TypeError at run time)',
+    "super_object_attributes":
+        "super() has no attribute '__thisclass__' (AttributeError at run time)",
+    "super_in_dataclass_post_init":
+        'call to dataclass, which dynacap does not capture (skipped file)',
     "iterator_across_break":
         "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
         ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
@@ -390,4 +396,38 @@ KNOWN_BREAKS: Dict[str, str] = {
     "global_write_across_break":
         "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
         ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "filter_across_break":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "chain_across_break":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "islice_across_break":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "product_across_break":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "dict_items_iterator_across_break":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "str_iterator_across_break":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "range_iterator_across_break":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "list_iterator_sees_append_after_break":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "dict_grows_after_break_while_iterated":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "generator_send_across_break":
+        'attribute `.send` of the generator generator_send_across_break.<locals>.acc() is not supported',
+    "map_two_iterators_across_break":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "zip_of_iterator_across_break":
+        '`next()` has effects outside the graph; it runs eagerly',
 }

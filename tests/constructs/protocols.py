@@ -370,3 +370,80 @@ def repr_default_format(x):
         pass
 
     return x + 1, repr(K()).startswith("<"), str(K()).split(" ")[0].endswith("K")
+
+
+class Root:
+    def who(self):
+        return "root"
+
+    @classmethod
+    def kind(cls):
+        return "root-kind"
+
+
+class Mid(Root):
+    def who(self):
+        return "mid>" + super().who()
+
+    @classmethod
+    def kind(cls):
+        return "mid>" + super(Mid, cls).kind()
+
+
+class Leaf(Mid):
+    def who(self):
+        def helper():
+            return super(Leaf, self).who()
+        return "leaf>" + helper()
+
+    def skip(self):
+        return super(Mid, self).who()
+
+
+@construct()
+def super_in_classmethod_two_args(x):
+    return x + 1, Leaf.kind(), Leaf().kind()
+
+
+@construct()
+def super_explicit_in_nested_function(x):
+    return x + 1, Leaf().who()
+
+
+@construct()
+def super_skipping_a_level(x):
+    return x + 1, Leaf().skip()
+
+
+@construct()
+def super_called_outside_the_class(x):
+    leaf = Leaf()
+    return x + 1, super(Leaf, leaf).who(), super(Mid, leaf).who()
+
+
+@construct()
+def super_object_attributes(x):
+    s = super(Leaf, Leaf())
+    return x + 1, s.__thisclass__.__name__, type(s.__self__).__name__
+
+
+@construct()
+def super_in_dataclass_post_init(x):
+    import dataclasses
+
+    @dataclasses.dataclass(eq=False)
+    class A:
+        t: torch.Tensor
+
+        def __post_init__(self):
+            self.u = self.t + 1
+
+    @dataclasses.dataclass(eq=False)
+    class B(A):
+        k: int = 2
+
+        def __post_init__(self):
+            super().__post_init__()
+            self.u = self.u * self.k
+
+    return B(x).u
