@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import itertools
+import typing
 
 import pytest
 import torch
@@ -235,3 +236,15 @@ def test_list_sort_with_a_key():
 
     run_differential(fn, torch.ones(2))
     assert_fully_captured(fn, torch.ones(2))
+
+
+TYPE_TABLE = {list: "list", dict: "dict", typing.Union: "union", int: 3}
+
+
+def test_dict_keyed_by_classes_from_the_frame():
+    # huggingface_hub's validators table: classes and typing constructs as keys.
+    def fn(x, t):
+        return x * TYPE_TABLE[int], TYPE_TABLE.get(t), TYPE_TABLE.get(typing.get_origin(typing.List[int]))
+
+    run_differential(fn, torch.ones(2), dict)
+    assert_fully_captured(fn, torch.ones(2), dict)

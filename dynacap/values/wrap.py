@@ -110,7 +110,7 @@ def wrap(tx, obj, source: Source | None) -> Value:
         tx.ctx.containers[id(obj)] = value
         return value
     if t in _DICT_TYPES:
-        if not all(is_literal(k) for k in obj):
+        if not all(is_literal(k) or _is_plain_class(k) for k in obj):
             raise GraphBreak(f"a {t.__name__} with non-constant keys")
         if source is not None:
             g.type_match(source, obj)
@@ -149,6 +149,11 @@ def wrap(tx, obj, source: Source | None) -> Value:
         else:
             g.id_match(source, obj)
     return value
+
+
+def _is_plain_class(key) -> bool:
+    """A class (or typing construct) as a dict key: hashed and compared by identity, no user code runs."""
+    return type(key) is type or type(key) in _TYPING_TYPES
 
 
 def _numpy_object(tx, obj, source) -> Value | None:
