@@ -17,6 +17,7 @@ are listed in ``mutations``.  This module knows nothing about bytecode.
 from __future__ import annotations
 
 import operator
+import re
 from dataclasses import dataclass
 
 import torch
@@ -406,12 +407,10 @@ def _holds_tensor(fake) -> bool:
 
 def _lower(values, what: str):
     """Values (nested) to (FX node arguments, fake arguments)."""
-    from ..values.base import Value
-    from ..values.constant import ConstantValue
-    from ..values.containers import DictValue, SequenceValue
-    from ..values.symbolic import SymNumberValue, SymSliceValue
-    from ..values.tensor import TensorValue
-
+    kinds = _VALUE_KINDS or _value_kinds()
+    Value, ConstantValue, DictValue, SequenceValue, SymNumberValue, SymSliceValue, TensorValue = kinds
+    if type(values) is TensorValue:  # the common case first (subclasses take the general path below)
+        return values.node, values.fake
     if isinstance(values, dict):
         pairs = {k: _lower(v, what) for k, v in values.items()}
         return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}
@@ -440,8 +439,27 @@ def _lower(values, what: str):
     return values, values
 
 
+_NOT_ALNUM = re.compile(r"[^0-9A-Za-z]")
+
+#: The value classes ``_lower`` tells apart, imported on first use (the values import this module).
+_VALUE_KINDS: tuple = ()
+
+
+def _value_kinds() -> tuple:
+    global _VALUE_KINDS
+    from ..values.base import Value
+    from ..values.constant import ConstantValue
+    from ..values.containers import DictValue, SequenceValue
+    from ..values.symbolic import SymNumberValue, SymSliceValue
+    from ..values.tensor import TensorValue
+
+    _VALUE_KINDS = (Value, ConstantValue, DictValue, SequenceValue, SymNumberValue, SymSliceValue, TensorValue)
+    return _VALUE_KINDS
+
+
 def _node_name(text: str) -> str:
-    out = "".join(c if c.isalnum() else "_" for c in text)
+    # For ASCII text (every source expression in practice) the regex is ``str.isalnum`` per character.
+    out = _NOT_ALNUM.sub("_", text) if text.isascii() else "".join(c if c.isalnum() else "_" for c in text)
     out = "_".join(p for p in out.split("_") if p)
     if not out or out[0].isdigit():
         out = "v_" + out

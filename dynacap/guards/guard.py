@@ -57,12 +57,23 @@ class GuardSet:
         self._counter = 0
         #: id(object) -> its ``WeakGuarded``: one reference per object, so equal guards deduplicate.
         self._weak: dict[int, "WeakGuarded"] = {}
+        #: id(source) -> (source, its expression) (see ``_expr``).
+        self._exprs: dict[int, tuple] = {}
 
     def __len__(self) -> int:
         return len(self._guards)
 
     def __iter__(self):
         return iter(sorted(self._guards.values(), key=lambda g: COST[g.kind]))
+
+    def _expr(self, source: Source) -> str:
+        """``source.expr()``, computed once per source object (a module parameter's takes ~5 µs and is
+        wanted by several guards and their descriptions).  Sources are immutable and the memo holds
+        each one it was asked about, so its id names that one source while the set lives."""
+        known = self._exprs.get(id(source))
+        if known is None or known[0] is not source:
+            known = self._exprs[id(source)] = (source, source.expr())
+        return known[1]
 
     def _const(self) -> str:
         name = f"___c{self._counter}"
@@ -77,7 +88,7 @@ class GuardSet:
         in the template becomes a reference to the object, not its repr.
         """
         names = {key: self._const() for key in objects}
-        expr = template.format(s=source.expr() if source is not None else "", **names)
+        expr = template.format(s=self._expr(source) if source is not None else "", **names)
         key = expr
         for k, n in names.items():
             key = key.replace(n, f"<{k}:{id(objects[k])}>")
@@ -96,15 +107,15 @@ class GuardSet:
             ref = self._weak.get(id(obj))
             if ref is None or ref() is not obj:
                 ref = self._weak[id(obj)] = WeakGuarded(obj)
-            self.add("ID_MATCH", source, "{s} is {obj}()", f"{source.expr()} is {_short(obj)}",
+            self.add("ID_MATCH", source, "{s} is {obj}()", f"{self._expr(source)} is {_short(obj)}",
                      op=("ID_WEAK", source, ref), obj=ref)
             return
-        self.add("ID_MATCH", source, "{s} is {obj}", f"{source.expr()} is {_short(obj)}", op=("ID", source, obj),
+        self.add("ID_MATCH", source, "{s} is {obj}", f"{self._expr(source)} is {_short(obj)}", op=("ID", source, obj),
                  obj=obj)
 
     def type_match(self, source: Source, obj) -> None:
         t = type(obj)
-        self.add("TYPE_MATCH", source, "type({s}) is {t}", f"type({source.expr()}) is {t.__qualname__}",
+        self.add("TYPE_MATCH", source, "type({s}) is {t}", f"type({self._expr(source)}) is {t.__qualname__}",
                  op=("TYPE", source, t), t=t)
 
     def equals_match(self, source: Source, value) -> None:
@@ -118,7 +129,7 @@ class GuardSet:
             self.add("ID_MATCH", source, f"{{s}} is {value!r}", op=("ID", source, value))
             return
         t = type(value)
-        desc = f"{source.expr()} == {value!r}"
+        desc = f"{self._expr(source)} == {value!r}"
         if t is float and not _plain_float(value):
             self.add("EQUALS_MATCH", source, "type({s}) is float and ___float_bits({s}) == {bits}", desc,
                      op=("FLOAT_BITS", source, FLOAT_BITS(value)), bits=FLOAT_BITS(value))
@@ -139,7 +150,7 @@ class GuardSet:
 
     def keys_match(self, source: Source, keys: list) -> None:
         """The keys of a dict (or ``_modules``), in order; exact unless they are all plain strings."""
-        desc = f"keys of {source.expr()} == {keys}"
+        desc = f"keys of {self._expr(source)} == {keys}"
         if all(type(k) is str for k in keys):
             self.add("EQUALS_MATCH", source, "list({s}) == {keys}", desc, op=("KEYS", source, keys), keys=keys)
         else:
@@ -161,7 +172,7 @@ class GuardSet:
         stride = _pattern(t.stride(), fake.stride() if fake is not None else None)
         symbolic = None in size or None in stride
         shown = [d if d is not None else s for d, s in zip(size, fake.shape)] if None in size else list(size)
-        desc = (f"{source.expr()}: {type(t).__name__} {str(t.dtype).replace('torch.', '')}{shown} "
+        desc = (f"{self._expr(source)}: {type(t).__name__} {str(t.dtype).replace('torch.', '')}{shown} "
                 f"stride={list(stride)} device={t.device} requires_grad={t.requires_grad}")
         # One inline expression (no helper call): the tensor is read once through a walrus.
         device = "{v}.is_cpu" if t.device.type == "cpu" else "{v}.device == {device}"

@@ -143,6 +143,16 @@ class _Builder:
         # tensors read through the shim, exact ints.
         self._tensors: set[int] = set()
         self._ints: set[int] = set()
+        #: id(source) -> (source, its expression): guards of one module share its source objects, and
+        #: a parameter's expression takes microseconds to build.  Sources are immutable and each is
+        #: held here, so the id names that one source while the builder lives.
+        self._exprs: dict[int, tuple] = {}
+
+    def _expr(self, src: Source) -> str:
+        known = self._exprs.get(id(src))
+        if known is None or known[0] is not src:
+            known = self._exprs[id(src)] = (src, src.expr())
+        return known[1]
 
     # -- sources ------------------------------------------------------------------------
     def _step(self, key, op: int, base: int, arg) -> int:
@@ -159,7 +169,7 @@ class _Builder:
         """The step reading ``src`` (None: a source the program cannot read; its guard goes to Python)."""
         if src is None:
             return None
-        key = src.expr()
+        key = self._expr(src)
         if key in self._steps:
             return self._steps[key]
         t = type(src)
@@ -185,7 +195,7 @@ class _Builder:
         if t is AttrSource:
             return self._step(key, SRC_ATTR, base, src.name)
         if t is DictEntrySource:
-            attr = self._step(f"{src.base.expr()}.{src.dict_attr}", SRC_ATTR, base, src.dict_attr)
+            attr = self._step(f"{self._expr(src.base)}.{src.dict_attr}", SRC_ATTR, base, src.dict_attr)
             return self._step(key, SRC_ITEM, attr, src.key)
         if t is ItemSource:
             return self._step(key, SRC_ITEM, base, src.index)
@@ -193,8 +203,8 @@ class _Builder:
             index = self.source(src.key)
             return None if index is None else self._step(key, SRC_KEYED_ITEM, base, index)
         if t is CellContentsSource:
-            closure = self._step(f"{src.base.expr()}.__closure__", SRC_ATTR, base, "__closure__")
-            cell = self._step(f"{src.base.expr()}.__closure__[{src.index}]", SRC_ITEM, closure, src.index)
+            closure = self._step(f"{self._expr(src.base)}.__closure__", SRC_ATTR, base, "__closure__")
+            cell = self._step(f"{self._expr(src.base)}.__closure__[{src.index}]", SRC_ITEM, closure, src.index)
             return self._step(key, SRC_ATTR, cell, "cell_contents")
         if t is DictStorageSource:
             return self._step(key, SRC_DICT_STORAGE, base, src.key)
@@ -308,7 +318,7 @@ class _Builder:
         kind, src = op[0], self.source(op[1])
         if src is None:
             return None
-        where = op[1].expr()
+        where = self._expr(op[1])
         if kind == "TYPE":
             return (CK_TYPE, src, op[2], None, ()), f"type({where}) is {op[2].__qualname__}"
         if kind == "ID":
