@@ -373,3 +373,26 @@ def test_a_break_inside_other_blocks_is_eagers(backend):
 @pytest.mark.parametrize("fn", [break_in_exit, break_in_exit_on_exception])
 def test_a_break_inside_exit_is_eagers(fn, backend):
     run_differential(fn, backend=CountingBackend(backend), fresh_inputs=lambda: ((X.clone(), Loud()), {}))
+
+
+@contextlib.contextmanager
+def stops_early(log):
+    log.append("start")
+    next(iter([]))  # StopIteration inside the generator: RuntimeError as it leaves it (PEP 479)
+    yield 1
+
+
+def stop_iteration_inside_the_generator(x, log):
+    try:
+        with stops_early(log):
+            x = x + 1
+    except RuntimeError as e:
+        return x - 1, str(e)
+    except StopIteration:
+        return x * 0, "wrong"
+    return x, "none"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_stop_iteration_leaving_a_contextmanager_generator_is_eagers(backend):
+    run_differential(stop_iteration_inside_the_generator, X.clone(), [], backend=CountingBackend(backend))

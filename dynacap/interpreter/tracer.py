@@ -327,7 +327,7 @@ class Tracer:
         except PythonError as e:
             if self.catch(e, checkpoint):
                 return
-            if self.yielded is not None and not self.managed:
+            if self.yielded is not None and (not self.managed or issubclass(e.exception.cls, StopIteration)):
                 # Leaving a generator finishes it (and a StopIteration becomes a RuntimeError): not modelled.
                 plain = GraphBreak(e.reason)
                 plain.frames, plain.user_stack = e.frames, e.user_stack
