@@ -179,3 +179,28 @@ def test_graph_module_code_is_its_graph():
     dynacap.optimize(f, backend=counting)(torch.randn(4))
     gm = counting.graphs[0]
     assert gm.code == gm.graph.python_code("self").src
+
+
+def test_source_expression_memo_never_answers_for_another_source():
+    """The memos key on ``id(source)``: a source freed and another made at its address must not
+    inherit its text (each memo holds the sources it was asked about)."""
+    from dynacap.guards.program import _Builder
+
+    for memo in (GuardSet()._expr, _Builder(None)._expr):
+        for i in range(200):
+            source = ItemSource(AttrSource(LocalSource("o"), f"w{i % 7}"), i)
+            assert memo(source) == f"L['o'].w{i % 7}[{i}]"
+            del source  # its address is free for the next one
+
+
+def test_guard_program_is_the_same_for_shared_and_fresh_source_objects():
+    def build(shared: bool) -> list:
+        gs = GuardSet()
+        base = AttrSource(LocalSource("o"), "w")
+        for i in range(5):
+            where = base if shared else AttrSource(LocalSource("o"), "w")
+            gs.type_match(ItemSource(where, i), 1)
+            gs.equals_match(ItemSource(where, i), i)
+        return compile_guards(gs, python=False).program
+
+    assert build(True) == build(False)
