@@ -20,10 +20,13 @@ from differential import CountingBackend, assert_same, explain_captured, run_dif
 BACKENDS = ["eager", "aot_eager"]
 
 
+@dynacap.disable  # runs on what the captured code returned, as eager code sees it
 def parts(obj):
     """What a dict subclass object holds, comparable with ``assert_same``: type, items, attributes."""
     if isinstance(obj, dict) and type(obj) not in (dict, collections.OrderedDict):
         return (type(obj).__name__, dict(dict.items(obj)), dict(vars(obj)))
+    if isinstance(obj, list) and type(obj) is not list:
+        return (type(obj).__name__, [parts(o) for o in list.__iter__(obj)], dict(vars(obj)))
     if isinstance(obj, tuple) and hasattr(type(obj), "_fields"):
         return type(obj)(*[parts(o) for o in obj])
     if isinstance(obj, (tuple, list)):
@@ -441,3 +444,61 @@ def test_environment_variables_are_read_and_guarded_by_their_values(monkeypatch)
     monkeypatch.setenv("DYNACAP_TEST_FLAG", "1")
     assert_same(f(torch.ones(2)), compiled(torch.ones(2)))  # the guard on its value fails: compiled again
     assert backend.compiles == 2
+
+
+# -- list subclasses -------------------------------------------------------------------------------------------
+
+
+class Stack(list):
+    def __init__(self, items, tag):
+        super().__init__(items)
+        self.tag = tag
+
+    def push(self, x):
+        self.append(x)
+        return self
+
+    def __getitem__(self, i):
+        return super().__getitem__(i) * 2
+
+
+class Plain(list):
+    pass
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_list_subclass_made_changed_read_and_returned(backend):
+    def f(x):
+        s = Stack([x], "t")
+        s.push(x + 1)
+        p = Plain([1, 2])
+        p.append(3)
+        return s[1], len(s), s.tag, [v for v in s], p.pop(), list(p), 3 in p, bool(Plain()), s, p
+
+    check(f, torch.ones(2), backend=backend)
+
+
+def test_iterating_a_list_subclass_sees_items_appended_by_the_loop():
+    def f(x):
+        p = Plain([1, 2])
+        total = x
+        for v in p:
+            if v < 3:
+                p.append(v + 2)
+            total = total + v
+        return total, list(p)
+
+    check(f, torch.ones(2))
+
+
+def test_iterating_a_dict_subclass_while_adding_keys_raises_as_eager():
+    def f(x):
+        d = Bag(1.0, a=x)
+        try:
+            for k in d:
+                d[k + "!"] = x
+        except RuntimeError:
+            return x - 1
+        return x
+
+    run_differential(f, torch.ones(2))

@@ -38,17 +38,17 @@ _PLAIN_METACLASSES = (type, abc.ABCMeta)
 
 def why_not_plain(cls: type) -> str | None:
     """What stops creating a ``cls`` instance in the trace, in words (None: nothing)."""
-    from .subclasses import dict_base
+    from .subclasses import container_base
 
     if type(cls) not in _PLAIN_METACLASSES and class_lookup(type(cls), "__call__") is not _TYPE_CALL:
         return f"its metaclass {type(cls).__qualname__} has its own __call__"
     if cls.__flags__ & _ABSTRACT:
         return "it has abstract methods (TypeError at run time)"
-    base = dict_base(cls)
+    base = container_base(cls)
     for klass in type.__dict__["__mro__"].__get__(cls)[:-1]:
         if not klass.__flags__ & _HEAP_TYPE:
             if base is not None:
-                continue  # a dict or OrderedDict subclass: its items are a dict of the trace
+                continue  # a dict, OrderedDict or list subclass: its items are a container of the trace
             return f"it derives from the built-in class {klass.__qualname__}"
         if str(klass.__module__).split(".")[0] == "torch" and not _traced_torch_class(klass):
             return f"it derives from {klass.__module__}.{klass.__qualname__}"
@@ -190,9 +190,11 @@ def _run_init(tx, cls, class_source, init, args, kwargs, born_in) -> tuple[Value
 
 def _new_object(cls: type, class_source, born_in: tuple) -> "NewObjectValue":
     """The value of a new ``cls`` object: a dict subclass has items besides its attributes."""
-    from .subclasses import NewDictObjectValue, dict_base
+    from .subclasses import NewDictObjectValue, NewListObjectValue, container_base
 
-    base = dict_base(cls)
+    base = container_base(cls)
+    if base is list:
+        return NewListObjectValue(cls, class_source, born_in)
     if base is not None:
         return NewDictObjectValue(cls, class_source, born_in, base)
     return NewObjectValue(cls, class_source, born_in)

@@ -26,7 +26,7 @@ from ..errors import GraphBreak
 from ..source import DictStorageSource
 from .base import Value
 from .constant import ConstantValue, is_literal
-from .containers import DictValue, DictViewValue, IteratorValue, TupleValue
+from .containers import DictValue, DictViewValue, IteratorValue, ListValue, TupleValue
 from .instances import NewObjectValue
 
 _HEAP_TYPE = 1 << 9
@@ -42,6 +42,14 @@ def dict_base(cls: type) -> type | None:
     from, else None."""
     mro = type.__dict__["__mro__"].__get__(cls)
     return _BASES.get(tuple(k for k in mro if not k.__flags__ & _HEAP_TYPE))
+
+
+def container_base(cls: type) -> type | None:
+    """The built-in container a user class made in the trace may derive from: ``dict``, ``OrderedDict``
+    (``NewDictObjectValue``) or ``list`` (``NewListObjectValue``); None for any other class."""
+    mro = type.__dict__["__mro__"].__get__(cls)
+    builtins = tuple(k for k in mro if not k.__flags__ & _HEAP_TYPE)
+    return list if builtins == (list, object) else _BASES.get(builtins)
 
 
 def builtin_owner(cls: type, name: str) -> type | None:
@@ -133,6 +141,10 @@ def apply_base(tx, items: DictValue, name: str, args: list[Value], what: str, ow
     if name == "__len__":
         return ConstantValue(len(items.items))
     if name == "__iter__":
+        if isinstance(items, ItemStorage):
+            from .live_iterators import DictIteratorValue
+
+            return DictIteratorValue(items)  # sees (and refuses) changes of size, as dict's iterator
         return IteratorValue([ConstantValue(k) for k in items.items])
     key = _constant_key(args[0], what)
     if name == "__getitem__":
@@ -179,6 +191,14 @@ class NewDictObjectValue(NewObjectValue):
 
     def base_method(self, tx, name: str) -> Value | None:
         return base_method(tx, self, name, self.storage, writable=True)
+
+    def iterator(self, tx) -> Value | None:
+        """``iter(obj)`` with the base's ``__iter__``: the live iterator of the items (as over a dict)."""
+        if builtin_owner(type(self.obj), "__iter__") is None:
+            return super().iterator(tx)
+        from .live_iterators import DictIteratorValue
+
+        return DictIteratorValue(self.storage)
 
     def held_values(self) -> list[Value]:
         return [*self.storage.items.values(), *self.attrs.values()]
@@ -386,3 +406,119 @@ class _NamedTupleMethod(Value):
         if unknown:
             raise GraphBreak(f"{self.describe()}(): unexpected field names {sorted(unknown)} (ValueError at run time)")
         return NamedTupleValue([kwargs.get(f, item) for f, item in zip(owner.fields, owner.items)], owner.cls)
+
+
+#: ``list`` methods modelled on the items of a list subclass object made in the trace (its ``ListValue``).
+_LIST_METHODS = frozenset({"append", "extend", "insert", "pop", "reverse", "clear", "index", "count", "copy"})
+_LIST_SPECIALS = frozenset({"__getitem__", "__setitem__", "__len__", "__iter__", "__contains__", "__init__"})
+
+
+class ListStorage(ListValue):
+    """The items of a list subclass object made in the trace: changing them changes the object."""
+
+    def __init__(self, owner: "NewListObjectValue"):
+        super().__init__([])
+        self.owner = owner
+
+    def describe(self):
+        return f"the items of {self.owner.describe()}"
+
+    def is_constant(self):
+        return False
+
+    def mutate(self, tx, what: str = "") -> None:
+        self.mutated = True
+        self.owner._changed(tx)
+
+    def reconstruct(self, cg):
+        self.owner.reconstruct(cg)
+
+
+class _ListSpecial(Value):
+    """A special method of ``list`` (``__getitem__``, ``__len__``, ``__init__``...) bound to the items."""
+
+    def __init__(self, owner: "NewListObjectValue", name: str):
+        self.owner = owner
+        self.name = name
+
+    def describe(self):
+        return f"list.{self.name} of {self.owner.describe()}"
+
+    def call(self, tx, args, kwargs):
+        from .objects import all_items
+        from .operators import contains_op
+
+        items, name = self.owner.storage, self.name
+        arity = {"__getitem__": 1, "__setitem__": 2, "__len__": 0, "__iter__": 0, "__contains__": 1}.get(name)
+        if kwargs or arity is not None and len(args) != arity or name == "__init__" and len(args) > 1:
+            raise GraphBreak(f"{self.describe()} with these arguments (TypeError at run time)")
+        if name == "__getitem__":
+            return items.getitem(tx, args[0])
+        if name == "__setitem__":
+            items.setitem(tx, args[0], args[1])
+            return ConstantValue(None)
+        if name == "__len__":
+            return ConstantValue(len(items.items))
+        if name == "__iter__":
+            from .live_iterators import ListIteratorValue
+
+            return ListIteratorValue(items)
+        if name == "__contains__":
+            return ConstantValue(contains_op(tx, args[0], items))
+        new = all_items(tx, args[0]) if args else []  # list.__init__: the items replaced
+        items.mutate(tx)
+        items.items = new
+        return ConstantValue(None)
+
+
+class NewListObjectValue(NewObjectValue):
+    """An object of a user subclass of ``list`` made in the trace: its attributes and its items."""
+
+    def __init__(self, cls: type, class_source, born_in: tuple):
+        super().__init__(cls, class_source, born_in, placeholder=list.__new__(cls))
+        self.storage = ListStorage(self)
+
+    def base_method(self, tx, name: str) -> Value | None:
+        from .functions import ContainerMethodValue
+
+        if name in _LIST_METHODS:
+            return ContainerMethodValue(self.storage, name)
+        if name in _LIST_SPECIALS:
+            return _ListSpecial(self, name)
+        return None
+
+    def init_base(self, tx, args, kwargs) -> None:
+        _ListSpecial(self, "__init__").call(tx, args, kwargs)
+
+    def iterator(self, tx) -> Value | None:
+        """``iter(obj)`` with ``list.__iter__``: the live iterator of the items (it sees later appends)."""
+        if builtin_owner(type(self.obj), "__iter__") is None:
+            return super().iterator(tx)
+        from .live_iterators import ListIteratorValue
+
+        return ListIteratorValue(self.storage)
+
+    def reconstruct(self, cg) -> None:
+        """``list.__new__(cls)``, ``list.extend(obj, [items])``, then its ``__dict__`` entries."""
+        if cg.load_shared(self):
+            return
+        for child in [*self.storage.items, *self.attrs.values()]:
+            if child.source is None and isinstance(child, (DictValue, ListValue, NewObjectValue)):
+                cg.share(child)
+        cg.append("PUSH_NULL")
+        cg.load_const(list.__new__)
+        cg.load_const(type(self.obj))
+        cg.append("PRECALL", 1)
+        cg.append("CALL", 1)
+        cg.keep_shared(self)
+        cg.append("PUSH_NULL")
+        cg.load_const(list.extend)
+        cg.load_shared(self)
+        for item in self.storage.items:
+            item.reconstruct(cg)
+        cg.append("BUILD_LIST", len(self.storage.items))
+        cg.append("PRECALL", 2)
+        cg.append("CALL", 2)
+        cg.append("POP_TOP")
+        self.fill_attributes(cg)
+        cg.load_shared(self)
