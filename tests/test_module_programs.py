@@ -1509,16 +1509,12 @@ KNOWN_BREAKS: Dict[str, str] = {
     "warn_flag_on":
         'call to `_warnings.warn`, a function dynacap cannot look inside; it runs eagerly (wrap it with '
         'dynacap.disable, or use a torch operation instead)',
-    "namedtuple_output":
-        'creating a Pair object in captured code: it derives from the built-in class tuple',
-    "counter_of_names":
-        'call to Counter.__init__, which dynacap does not capture (skipped file)',
     "dataclass_made_in_forward":
         'call to asdict, which dynacap does not capture (skipped file)',
-    "catch_warnings_block":
-        'call to catch_warnings.__init__, which dynacap does not capture (skipped file)',
     "spectral_norm_train":
-        "module Linear self._modules['fc'] has forward/backward hooks; it is called eagerly",
+        'an operation that changes an input, parameter or buffer (in place, or a running-stat update) '
+        'after a Python side effect: the graph is split there so that side effects keep program order if '
+        'it raises',
     "compiler_disabled_helper":
         '`test_module_programs.log_stats` is disabled by the user (torch.compiler.disable)',
 }
