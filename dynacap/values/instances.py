@@ -1,9 +1,13 @@
 """``NewObjectValue``: an instance of a user class made by the captured code (``p = P(x)``).
 
-Calling a plain Python class (metaclass ``type``, ``object.__new__``, no
-attribute hooks, no ``__slots__``, no built-in or torch base class) is traced
+Calling a plain Python class (a metaclass without its own ``__call__``,
+``object.__new__``, no ``__getattribute__``/``__delattr__``, no ``__slots__``,
+no built-in or torch base class but ``dict``/``OrderedDict``/``list``, whose
+objects are ``subclasses.NewDictObjectValue``/``NewListObjectValue``) is traced
 as CPython runs it: a new instance, then the class's ``__init__`` inlined as
-user code.  A placeholder made by ``object.__new__(cls)`` (which runs no user
+user code; its own ``__setattr__``/``__getattr__`` are inlined where eager
+calls them.  Named tuples and enum members are values of their own
+(``subclasses``, ``enums``).  A placeholder made by ``object.__new__(cls)`` (which runs no user
 code) stands for the instance's class while tracing; the attributes the trace
 writes are kept by the value, in order, so reads after writes see them, and
 methods, properties and class attributes are found through the MRO as for

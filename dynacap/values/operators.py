@@ -20,7 +20,8 @@ from .keyed_dicts import KeyedDictValue
 from .module import ModuleValue
 from .numpy_ns import is_numpy_array, numpy_operator
 from .enums import EnumMemberValue
-from .objects import NewInstanceDictValue, ObjectValue, class_lookup
+from .instance_dicts import NewInstanceDictValue
+from .objects import ObjectValue, class_lookup
 from .subclasses import NamedTupleValue
 from .symbolic import SymNumberValue
 from .tensor import TensorValue

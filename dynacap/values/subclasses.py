@@ -1,4 +1,5 @@
-"""Objects of user subclasses of ``dict`` and ``OrderedDict`` (HuggingFace's ``ModelOutput``).
+"""Objects of user subclasses of ``dict``, ``OrderedDict`` (HuggingFace's ``ModelOutput``) and ``list``, and
+named tuples (``NamedTupleValue``).
 
 Such an object has two parts: its instance ``__dict__`` (attributes, as for
 any object) and the built-in dict it is (its items).  Made by the captured
@@ -15,7 +16,11 @@ keys are read with the base's ``keys``, and an object made here is rebuilt by
 ``Base.__new__(cls)``, ``Base.__setitem__(obj, k, v)`` per item and its
 ``__dict__`` entries (no ``__init__``, ``__setitem__`` or ``__setattr__`` of
 the class runs).  Only reading methods of a frame object's items are modelled:
-changing them breaks.
+changing them breaks.  A list subclass object made in the trace is the same
+with a list of the trace (``NewListObjectValue``).  A named tuple (a class made
+by ``collections.namedtuple``, or a subclass keeping its ``__new__``) is a
+tuple value of that class: made by binding its generated ``__new__``'s
+signature, read by field, rebuilt with ``tuple.__new__(cls, items)``.
 """
 from __future__ import annotations
 

@@ -1,0 +1,108 @@
+"""``obj.__dict__`` as a value: of an object from the frame (``InstanceDictValue``: entries read one by one,
+each guarded) or of one made in the trace (``NewInstanceDictValue``: its attributes, ``NewObjectValue.attrs``).
+
+Only reads are modelled (``get``, ``[]``, ``in``); writing through ``__dict__`` is a break.  Nothing here
+runs user code: the frame object's dict is read with ``object.__getattribute__``.
+"""
+from __future__ import annotations
+
+from ..errors import GraphBreak
+from ..source import GenericAttrSource
+from .base import DELETED, Value
+from .constant import ConstantValue
+from .objects import ObjectValue, _dict_expr, instance_dict
+
+
+class InstanceDictValue(Value):
+    """``obj.__dict__`` of a sourced object: ``get``/``[]`` read one entry, guarded one by one."""
+
+    def __init__(self, owner: ObjectValue):
+        self.owner = owner
+        self.source = GenericAttrSource(owner.source, "__dict__")
+
+    def describe(self):
+        return f"{self.owner.describe()}.__dict__"
+
+    def getattr(self, tx, name):
+        if name == "get":
+            return _DictGet(self)
+        raise GraphBreak(f"`.{name}` of {self.describe()} is not supported")
+
+    def entry(self, tx, key, default: Value | None) -> Value:
+        from ..source import ItemSource
+        from .wrap import wrap
+
+        obj = self.owner.obj
+        override = tx.attribute_override(obj, key)
+        if override is DELETED:
+            raise GraphBreak(f"{self.describe()}[{key!r}] was deleted while capturing")
+        if override is not None:
+            return override
+        d = instance_dict(obj)
+        if key in d:
+            return wrap(tx, d[key], ItemSource(self.source, key))
+        if default is None:
+            raise GraphBreak(f"{self.describe()}[{key!r}] is missing (KeyError at run time)")
+        tx.guards.add("NOT_PRESENT", self.owner.source, f"{key!r} not in {_dict_expr(obj)}",
+                      f"{key!r} not in {self.describe()}")
+        return default
+
+    def getitem(self, tx, index):
+        key = index.as_constant()
+        if type(key) is not str:
+            raise GraphBreak(f"{self.describe()}[{key!r}]: attribute names are strings")
+        return self.entry(tx, key, None)
+
+
+class NewInstanceDictValue(Value):
+    """``obj.__dict__`` of an object made in the trace: its attributes (``attrs``), read by key."""
+
+    def __init__(self, owner: ObjectValue):
+        self.owner = owner
+
+    def describe(self):
+        return f"the __dict__ of {self.owner.describe()}"
+
+    def python_type(self):
+        return dict
+
+    def getattr(self, tx, name):
+        if name == "get":
+            return _DictGet(self)
+        raise GraphBreak(f"`.{name}` of {self.describe()} is not supported")
+
+    def entry(self, tx, key, default: Value | None) -> Value:
+        found = self.owner.attrs.get(key)
+        if found is not None:
+            return found
+        if default is None:
+            raise GraphBreak(f"{self.describe()}[{key!r}] is missing (KeyError at run time)")
+        return default
+
+    def getitem(self, tx, index):
+        return self.entry(tx, index.as_constant(), None)
+
+    def contains(self, tx, item) -> Value:
+        if not item.is_constant():
+            raise GraphBreak(f"`in` over {self.describe()} with {item.describe()}")
+        return ConstantValue(item.as_constant() in self.owner.attrs)
+
+    def truth(self, tx):
+        return bool(self.owner.attrs)
+
+    def reconstruct(self, cg) -> None:
+        self.owner.reconstruct(cg)
+        cg.append("LOAD_ATTR", "__dict__")
+
+
+class _DictGet(Value):
+    def __init__(self, owner: InstanceDictValue):
+        self.owner = owner
+
+    def describe(self):
+        return f"{self.owner.describe()}.get"
+
+    def call(self, tx, args, kwargs):
+        if kwargs or not 1 <= len(args) <= 2 or not args[0].is_constant() or type(args[0].as_constant()) is not str:
+            raise GraphBreak(f"{self.describe()} with these arguments")
+        return self.owner.entry(tx, args[0].as_constant(), args[1] if len(args) > 1 else ConstantValue(None))
