@@ -14,7 +14,7 @@ import typing
 
 import torch
 
-FAMILIES = ("objects", "dunders", "records", "builtins_", "stdlib", "exceptions", "control", "state", "traps", "iteration", "handlers", "protocols", "across_breaks")
+FAMILIES = ("objects", "dunders", "records", "builtins_", "stdlib", "exceptions", "control", "state", "traps", "iteration", "handlers", "protocols", "across_breaks", "breaks_inside")
 
 
 @dataclasses.dataclass

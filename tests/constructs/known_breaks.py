@@ -87,10 +87,6 @@ KNOWN_BREAKS: Dict[str, str] = {
         'creating a Pair object in captured code: it derives from the built-in class tuple',
     "tuple_subclass_method":
         'creating a Pair object in captured code: it derives from the built-in class tuple',
-    "list_subclass_methods":
-        'creating a Stack object in captured code: it derives from the built-in class list',
-    "list_subclass_iterate":
-        'creating a Stack object in captured code: it derives from the built-in class list',
     "isinstance_dict_subclass":
         'creating a Pair object in captured code: it derives from the built-in class tuple',
     "dataclass_asdict":
@@ -430,4 +426,72 @@ KNOWN_BREAKS: Dict[str, str] = {
         ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
     "zip_of_iterator_across_break":
         '`next()` has effects outside the graph; it runs eagerly',
+    "break_in_init":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "break_in_eq_during_dict_lookup":
+        'Keyed object created in captured code is used where a Python constant is needed',
+    "break_in_sort_key":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "break_in_comprehension_condition":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "break_in_map_lambda":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "break_in_property_setter":
+        'assigning `.v` on Setter object created in captured code, a property of its class',
+    "break_in_exit":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "break_in_except_handler":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "break_in_finally":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "break_in_for_else":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "break_in_match_case":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "break_in_closure_nonlocal":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "break_in_reduce_function":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "break_in_contextmanager_before_yield":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "break_in_iter_generator_method":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "break_after_del_local":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "break_deep_with_star_args":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "break_in_recursion":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "break_while_global_rebound":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "break_between_alias_writes":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "break_in_dunder_bool":
+        'a `class` statement inside the captured code is not captured: it runs eagerly',
+    "break_in_getattr_fallback":
+        'a `class` statement inside the captured code is not captured: it runs eagerly',
+    "break_inside_no_grad":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
+    "break_in_generator_with_side_effects":
+        "`.item()` reads a tensor's value into Python; this cannot be captured in a graph (keep the value"
+        ' as a tensor, or set dynacap.config.capture_scalar_outputs=True, to stay in the graph)',
 }
