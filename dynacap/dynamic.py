@@ -168,6 +168,8 @@ class ShapePolicy:
             return False
         if self._seen is not None:
             before = self._seen.get(source_expr)
+            if type(before) is tuple:
+                before = None  # the source held a tensor before: another kind of input
             merged = value if before is None or before == value else DYNAMIC
             self._seen[source_expr] = merged
             if merged is not DYNAMIC:
@@ -178,8 +180,8 @@ class ShapePolicy:
 
 def _merge_sizes(before, sizes: tuple):
     """What a source has been seen with, after also seeing ``sizes``."""
-    if before is None:
-        return sizes
+    if before is None or before is not DYNAMIC and type(before) is not tuple:
+        return sizes  # first seen as a tensor (the source held an int before: another kind of input)
     if before is DYNAMIC or len(before) != len(sizes):
         return DYNAMIC
     return tuple(b if b == s else DYNAMIC for b, s in zip(before, sizes))

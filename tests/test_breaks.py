@@ -150,10 +150,13 @@ LAYERS = LayersWithLogging()
 
 @pytest.mark.parametrize("fn,make_args,graphs", [
     (bp.for_range_print, lambda: (bp.t(4),), 3),
-    (bp.for_list_print, lambda: (bp.t(4), [1.0, 2.0, 0.5]), 3),
+    (bp.for_list_print, lambda: (bp.t(4), (1.0, 2.0, 0.5)), 3),
+    # A list may change after the break: the loop is not resumed inside, its rest runs eagerly
+    # over the live list (tests/test_live_iterators.py).
+    (bp.for_list_print, lambda: (bp.t(4), [1.0, 2.0, 0.5]), 1),
     (nested_loops_print, lambda: (bp.t(4),), 7),
     (lambda x: LAYERS(x), lambda: (bp.t(2, 4),), 3),
-], ids=["range", "list", "nested", "module_list"])
+], ids=["range", "tuple", "list", "nested", "module_list"])
 def test_break_inside_unrolled_for_loop_resumes_each_iteration(fn, make_args, graphs):
     run_differential(fn, *make_args(), fresh_inputs=lambda: (make_args(), {}))
     out = explain_captured(fn, *make_args())

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import dynacap
-from tests.differential import CountingBackend, assert_same
+from tests.differential import CountingBackend, assert_same, run_differential
 
 SIZES = [3, 4, 5, 6, 7, 9, 12, 16, 21, 33, 64]
 BACKENDS = ["eager", "aot_eager"]
@@ -407,3 +407,15 @@ def test_bools_in_size_arithmetic_are_ints():
         x = torch.randn(n, 2)
         for k in (True, False, 2):
             assert opt(x, k) == f(x, k)
+
+
+def test_an_input_first_an_int_then_a_tensor():
+    """Automatic dynamic keeps one record per input source: the kind of input may change between calls
+    (fuzz seed 7000061: an internal error when a method's argument was an int, then a tensor)."""
+    def add(t, v):
+        return t + v
+
+    run_differential(add, torch.ones(2), 3)
+    run_differential(add, torch.ones(2), torch.ones(2), reset=False)
+    run_differential(add, torch.ones(2), 5, reset=False)
+    run_differential(add, torch.ones(2), torch.ones(3, 2), reset=False)

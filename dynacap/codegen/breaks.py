@@ -39,6 +39,7 @@ from ..values.tensor import TensorValue
 from ..values.autocast import AutocastExitValue
 from ..values.grad_mode import GradExitValue
 from ..values.instances import NewObjectValue
+from ..values.live_iterators import LiveIteratorValue
 from . import resume
 from .emitter import Emitter
 from ..regions import regions
@@ -123,6 +124,9 @@ def loops_block_resume(frame: FrameAtBreak) -> str | None:
     if any(by_offset[h].opname != "FOR_ITER" for h in headers):
         return "inside a while loop (each iteration would resume one call deeper)"
     iterators = [v for v in frame.checkpoint.stack if isinstance(v, IteratorValue)]
+    if any(isinstance(v, LiveIteratorValue) for v in iterators):
+        # The resumed loop would iterate a copy of the items left, blind to changes made later.
+        return "inside a loop over a list, dict or set (changes to it after the break must reach the loop)"
     if len(iterators) < len(headers):
         return "inside a loop over an iterator that is not known at capture time"
     remaining = sum(len(it.items) - it.position for it in iterators)
@@ -274,7 +278,7 @@ def _frame_level(frame: FrameAtBreak, keep: int, result_slots: list, resume_offs
             layout.append(v.ctx.ctx_class)
         elif isinstance(v, AutocastExitValue):
             layout.append(v.factory())
-        elif isinstance(v, IteratorValue):
+        elif isinstance(v, IteratorValue) and not isinstance(v, LiveIteratorValue):
             # Passed as a tuple of the items left; the resume's prefix turns it back into an
             # iterator, which its trace unrolls again.
             layout.append(resume.ITER)

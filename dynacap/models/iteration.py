@@ -8,6 +8,10 @@ negative ``repeat``) raise the error the real one raises.
 from __future__ import annotations
 
 
+#: What ``next(it, _END)`` returns once ``it`` is exhausted (never an item of user code).
+_END = object()
+
+
 def never_eager(kwargs: dict) -> None:
     return None
 
@@ -31,14 +35,24 @@ def islice(iterable, *bounds):
         step = 1 if step is None else step
     if step < 1 or start < 0 or (stop is not None and stop < 0):
         raise ValueError("Indices for islice() must be None or an integer: 0 <= x <= sys.maxsize.")
-    position, target = 0, start
-    for item in iterable:
-        if stop is not None and position >= stop:
+    # CPython's islice_next: skip to the next index, stop *before* pulling the item at ``stop``.
+    it = iter(iterable)
+    count, target = 0, start
+    while True:
+        while count < target:
+            if next(it, _END) is _END:
+                return
+            count += 1
+        if stop is not None and count >= stop:
             return
-        if position == target:
-            yield item
-            target += step
-        position += 1
+        item = next(it, _END)
+        if item is _END:
+            return
+        count += 1
+        target += step
+        if stop is not None and target > stop:
+            target = stop
+        yield item
 
 
 def pairwise(iterable):

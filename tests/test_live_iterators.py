@@ -1,0 +1,139 @@
+"""Loops over a list, dict or set see the container as it is at each step, as CPython's iterators do.
+
+Before, the loop iterated a copy made when it started: items appended inside the loop were
+never reached (a wrong result), and a dict growing inside ``for k in d`` raised nothing.
+Breaks inside such loops leave the rest of the frame to eager code over the live container.
+"""
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+from differential import assert_fully_captured, run_differential
+
+
+def append_while_iterating(x):
+    queue = [1, 2]
+    for v in queue:
+        if v < 4:
+            queue.append(v + 2)
+        x = x + v
+    return x, queue
+
+
+def remove_while_iterating(x):
+    items = [1, 2, 3, 4]
+    for v in items:
+        items.remove(v)
+        x = x * 2 + v
+    return x, items
+
+
+def exhausted_stays_exhausted(x):
+    items = [1]
+    it = iter(items)
+    first = next(it)
+    rest = list(it)
+    items.append(2)
+    return x + first, rest, list(it)
+
+
+def frame_list_grows(x, queue):
+    for v in queue:
+        if len(queue) < 5:
+            queue.append(v)
+        x = x + v
+    return x
+
+
+def dict_grows(x):
+    d = {"a": 1}
+    try:
+        for k in d:
+            d[k + "x"] = 2
+    except RuntimeError as e:
+        return x + 1, str(e)
+    return x, "no error"
+
+
+def dict_values_live(x):
+    d = {"a": 1, "b": 2}
+    out = []
+    for k, v in d.items():
+        d["b"] = 10  # same size: the items view reads the new value
+        out.append(v)
+    return x + sum(out), out
+
+
+def set_grows(x):
+    s = {1, 2}
+    try:
+        for v in s:
+            s.add(v + 10)
+    except RuntimeError as e:
+        return x + 1, str(e)
+    return x, "no error"
+
+
+def dict_error_uncaught(x):
+    d = {"a": 1}
+    for k in d:
+        d[k + "y"] = 2
+    return x
+
+
+def islice_reads_exactly(x):
+    it = iter(range(10))
+    head = list(itertools.islice(it, 3))
+    skipped = list(itertools.islice(it, 5, 2))
+    stepped = list(itertools.islice(iter(range(10)), 0, 5, 3))
+    return x * next(it), head, skipped, stepped
+
+
+ONE_GRAPH = [append_while_iterating, exhausted_stays_exhausted, dict_grows, dict_values_live, set_grows,
+             islice_reads_exactly]
+
+
+@pytest.mark.parametrize("fn", ONE_GRAPH, ids=lambda f: f.__name__)
+def test_mutated_while_iterated(fn):
+    run_differential(fn, torch.zeros(2))
+    assert_fully_captured(fn, torch.zeros(2))
+
+
+def test_removed_while_iterated():
+    run_differential(remove_while_iterating, torch.zeros(2))
+
+
+def test_frame_list_grows():
+    run_differential(frame_list_grows, torch.zeros(2), [1, 2], fresh_inputs=lambda: ((torch.zeros(2), [1, 2]), {}))
+
+
+def test_uncaught_runtime_error_raises_as_eager():
+    run_differential(dict_error_uncaught, torch.zeros(2))
+
+
+def test_break_inside_a_loop_over_a_list_that_grows_after_the_break(capsys):
+    def f(x):
+        queue = [1, 2]
+        for v in queue:
+            x = x + v
+            print("at", v)  # a graph break
+            if v < 3:
+                queue.append(v + 2)
+        return x, queue
+
+    run_differential(f, torch.zeros(2))
+
+
+def test_iterator_held_across_a_break():
+    def f(x):
+        items = [1, 2, 3]
+        it = iter(items)
+        first = next(it)
+        print("break")
+        items.append(4)
+        return x + first, list(it)
+
+    run_differential(f, torch.zeros(2))
