@@ -27,7 +27,28 @@ class SourceCode(list):
 
 
 class Source:
-    """Base class. ``expr()`` is a Python expression over ``L``/``G``; ``emit()`` yields bytecode."""
+    """Base class. ``expr()`` is a Python expression over ``L``/``G``; ``emit()`` yields bytecode.
+
+    A source is immutable and its expression a function of its fields, so each class's ``expr`` is
+    computed once per source object (a parameter's source is a chain of a dozen links, and a capture
+    asks for its expression tens of thousands of times).
+    """
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        expr = cls.__dict__.get("expr")
+        if expr is not None:
+            slot = f"_expr_of_{cls.__qualname__}"  # per class: a subclass's expr may call its base's
+
+            def cached(self, _expr=expr, _slot=slot):
+                text = self.__dict__.get(_slot)
+                if text is None:
+                    text = _expr(self)
+                    object.__setattr__(self, _slot, text)
+                return text
+
+            cached.__doc__, cached.__name__, cached.__qualname__ = expr.__doc__, "expr", expr.__qualname__
+            cls.expr = cached
 
     def expr(self) -> str:
         raise NotImplementedError
