@@ -75,3 +75,45 @@ def test_handler_runs_when_a_mutating_graph_raises(program, backend, request):
 @pytest.mark.parametrize("program", [inplace_then_raise_in_try, raise_in_try_then_inplace])
 def test_in_bounds_index_still_gives_the_eager_result(program):
     run_differential(program, torch.arange(3.0), torch.zeros(2), torch.tensor([1]))
+
+
+# -- with blocks whose __exit__ eager runs with a graph operation's exception ---------------------------
+class _Logged:
+    """A context manager from the frame: its __exit__ records what left the block; swallows IndexError."""
+
+    def __init__(self):
+        self.log = []
+
+    def __enter__(self):  # no side effect before the block's operation
+        return self
+
+    def __exit__(self, kind, value, tb):
+        self.log.append("exit" if kind is None else kind.__name__)
+        return kind is IndexError
+
+
+def inplace_then_raise_in_user_with(x, y, idx, cm):
+    y.add_(1)
+    t = x * 2
+    with cm:
+        t = x[idx]
+    return t, cm.log
+
+
+def inplace_then_raise_in_suppress(x, y, idx, cm):
+    y.add_(1)
+    t = x * 2
+    import contextlib
+
+    with contextlib.suppress(IndexError):
+        t = x[idx]
+    return t
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("program", [inplace_then_raise_in_user_with, inplace_then_raise_in_suppress])
+@pytest.mark.parametrize("index", [1, 5])
+def test_exit_runs_when_a_mutating_graph_raises_inside_a_with_block(program, index, backend):
+    # Index 5 is out of bounds: eager's __exit__ sees the IndexError and swallows it.
+    run_differential(program, backend=CountingBackend(backend),
+                     fresh_inputs=lambda: ((torch.ones(3), torch.zeros(2), torch.tensor([index]), _Logged()), {}))

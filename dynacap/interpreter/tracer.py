@@ -369,10 +369,16 @@ class Tracer:
         return True
 
     def inside_try(self) -> bool:
-        """Whether a ``try`` handler of this frame or of a caller protects the current instruction."""
+        """Whether a handler of this frame or of a caller protects the current instruction.
+
+        A ``try`` handler, or a ``with`` block whose ``__exit__`` eager would run with the exception
+        (its effects, or swallowing it): its exit value is on the frame's stack.
+        """
         tracer = self
         while tracer is not None:
             if tracer.current is not None and in_try(tracer.code, tracer.current.offset):
+                return True
+            if any(getattr(value, "handles_exceptions", False) for value in tracer.stack):
                 return True
             tracer = tracer.parent
         return False
@@ -523,7 +529,7 @@ class Tracer:
         if code.co_flags & (inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE):
             raise GraphBreak(f"calling coroutine/async function {fn.__qualname__} is not supported")
         # The code that runs is fn's own: never the signature functools.wraps advertises.
-        signature = inspect.signature(fn, follow_wrapped=False)
+        signature = signature_of(fn)
         try:
             bound = signature.bind(*args, **kwargs)
         except TypeError as e:
@@ -571,7 +577,7 @@ def _default_source(fn_value, name: str, param: inspect.Parameter):
         return None
     if param.kind is inspect.Parameter.KEYWORD_ONLY:
         return ItemSource(AttrSource(fn_value.source, "__kwdefaults__"), name)
-    positional = [p for p in inspect.signature(fn_value.fn, follow_wrapped=False).parameters.values()
+    positional = [p for p in signature_of(fn_value.fn).parameters.values()
                   if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     with_defaults = [p.name for p in positional if p.default is not p.empty]
     return ItemSource(AttrSource(fn_value.source, "__defaults__"), with_defaults.index(name))
@@ -592,6 +598,23 @@ def _refuse_store_without_dict(target: Value, name: str) -> None:
                            reason=f"assigning `.{name}` on {target.describe()}, whose class has __slots__ without "
                                   f"it (AttributeError at run time)")
 
+
+#: function -> (code, defaults, kwdefaults, its Signature): a function's signature is a function of those
+#: three (each compared by identity), unless it carries a ``__signature__`` of its own (never memoised).
+_SIGNATURES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def signature_of(fn: types.FunctionType) -> inspect.Signature:
+    """``inspect.signature(fn, follow_wrapped=False)``, computed once per function while it is unchanged."""
+    parts = (fn.__code__, fn.__defaults__, fn.__kwdefaults__)
+    if "__signature__" in fn.__dict__:
+        return inspect.signature(fn, follow_wrapped=False)
+    known = _SIGNATURES.get(fn)
+    if known is not None and all(a is b for a, b in zip(known[:3], parts)):
+        return known[3]
+    signature = inspect.signature(fn, follow_wrapped=False)
+    _SIGNATURES[fn] = (*parts, signature)
+    return signature
 
 def _identity_of(value: Value):
     """The object a value stood for while tracing (for attribute overrides within one trace).

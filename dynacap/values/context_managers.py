@@ -60,6 +60,9 @@ def _enter_object(tx, manager) -> Value:
 class ObjectExitValue(Value):
     """The bound ``__exit__`` of a user object in a ``with`` block."""
 
+    #: Its block is a handler: an operation raising inside it runs user code (``Tracer.inside_try``).
+    handles_exceptions = True
+
     def __init__(self, manager: Value, fn: types.FunctionType):
         self.manager = manager
         self.fn = fn
@@ -90,6 +93,7 @@ class _ModelExitValue(Value):
 
     def __init__(self, manager: "ModelledContextValue"):
         self.manager = manager
+        self.handles_exceptions = manager.handles_exceptions
 
     def describe(self):
         return f"__exit__ of {self.manager.describe()}"
@@ -116,6 +120,8 @@ class ModelledContextValue(Value):
 
     #: Whether its ``__exit__`` reads no state its ``__enter__`` made (a fresh one's is as good).
     stateless = False
+    #: Whether its ``__exit__`` runs code or swallows exceptions (``Tracer.inside_try``).
+    handles_exceptions = True
 
     def enter(self, tx) -> Value:
         tx.push(_ModelExitValue(self))
@@ -132,6 +138,7 @@ class NullcontextValue(ModelledContextValue):
     """``contextlib.nullcontext(enter_result)``."""
 
     stateless = True
+    handles_exceptions = False
 
     def __init__(self, enter_result: Value):
         self.enter_result = enter_result
@@ -364,6 +371,9 @@ class CatchWarningsValue(ModelledContextValue):
     The compiled graph does not switch filters: a warning a graph operation gives at run time
     is filtered as outside the block.
     """
+
+    #: Its exit restores the filters only, which the graph never changes.
+    handles_exceptions = False
 
     def __init__(self):
         self.real = None
