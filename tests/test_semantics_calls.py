@@ -88,3 +88,27 @@ def test_is_compiling_is_true_while_capturing_as_under_torch_compile():
     assert out.graph_count == 1 and out.graph_break_count == 0
     assert torch.equal(dynacap.optimize(f, backend="eager", fullgraph=True)(x), expected)
     assert torch.equal(f(x), x - 1)  # outside capture: False
+
+
+def test_inlined_calls_bind_against_the_functions_current_defaults():
+    """The signature an inlined call binds with is memoised per function: a new ``__defaults__`` or
+    ``__code__`` must be seen (speed: one signature per function instead of one per call)."""
+    import dynacap
+    from differential import run_differential
+
+    def g(a, b=1):
+        return a + b
+
+    def h(a, b=100):
+        return a * b
+
+    def f(x):
+        return g(x)
+
+    run_differential(f, torch.ones(2))
+    g.__defaults__ = (5,)
+    run_differential(f, torch.ones(2))
+    g.__code__ = h.__code__
+    g.__defaults__ = (7,)
+    run_differential(f, torch.ones(2))
+    dynacap.reset()
