@@ -269,7 +269,14 @@ def call_context_function(tx, fn_value, args, kwargs) -> Value | None:
     func = fn.__closure__[0].cell_contents  # the decorated generator function ``helper`` closes over
     if type(func) is not types.FunctionType:
         raise GraphBreak(f"contextlib.contextmanager over {type(func).__name__} is not captured")
+    from .. import trace_rules
+    from ..skipfiles import is_skipped_file
     from .functions import UserFunctionValue
+
+    if trace_rules.rule_for_code(func.__code__) is not None or is_skipped_file(func.__code__.co_filename):
+        # torch's and the libraries' own (``torch.random.fork_rng``...) switch global state: they break
+        # at the call as before.
+        return None
 
     return GeneratorContextValue(fn_value, UserFunctionValue(func), args, kwargs)
 
