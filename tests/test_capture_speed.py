@@ -204,3 +204,36 @@ def test_guard_program_is_the_same_for_shared_and_fresh_source_objects():
         return compile_guards(gs, python=False).program
 
     assert build(True) == build(False)
+
+
+def test_shared_prefix_is_not_kept_alive_past_the_graph_call():
+    """A child the frame drops after the graph dies there, as in eager (its weakref callback runs)."""
+    import weakref
+
+    died = []
+
+    class Outer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Linear(3, 3))
+
+        def forward(self, x):
+            y = self.inner(x)
+            self.inner = None
+            print(len(died))
+            return y
+
+    def run(wrap):
+        died.clear()
+        m = Outer()
+        ref = weakref.ref(m.inner, lambda _: died.append(1))
+        return wrap(m)(torch.ones(2, 3)).shape, ref
+
+    import contextlib
+    import io
+
+    for wrap in (lambda m: m, lambda m: dynacap.optimize(m, backend="eager")):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            run(wrap)
+        assert out.getvalue() == "1\n", out.getvalue()

@@ -256,12 +256,14 @@ def emit_graph_call(cg: Emitter, graph_call) -> None:
         cg.instructions.append(try_begin)
     cg.append("PUSH_NULL")
     cg.load_const(compiled_fn)
-    _load_inputs(cg, [graph_input.source for graph_input in inputs])
+    held = _load_inputs(cg, [graph_input.source for graph_input in inputs])
     cg.append("PRECALL", len(inputs))
     cg.append("CALL", len(inputs))
     if try_begin is not None:
         cg.instructions.append(TryEnd(try_begin))
     cg.append("STORE_FAST", Emitter.GRAPH_OUT)
+    for name in held:  # the prefixes do not outlive the call (a child deleted later dies when eager's would)
+        cg.append("DELETE_FAST", name)
 
 
 class _HeldSource(Source):
@@ -277,8 +279,9 @@ class _HeldSource(Source):
         return [Instr("LOAD_FAST", self.name)]
 
 
-def _load_inputs(cg: Emitter, sources: list[Source]) -> None:
-    """Push the graph inputs, reading each prefix that several of them read through once.
+def _load_inputs(cg: Emitter, sources: list[Source]) -> list[str]:
+    """Push the graph inputs, reading each prefix that several of them read through once; returns the
+    locals that hold the prefixes.
 
     A model's parameters are ``self._modules['layer1']._modules['0']._parameters['weight']``
     and its siblings: loaded one by one, the shared prefixes make most of the rewritten
@@ -292,7 +295,7 @@ def _load_inputs(cg: Emitter, sources: list[Source]) -> None:
     if cg._touches is not None:
         for source in sources:
             cg.extend(source.emit())
-        return
+        return []
     uses: dict[Source, int] = {}
     for source in sources:
         base = _shared_base(source)
@@ -313,6 +316,7 @@ def _load_inputs(cg: Emitter, sources: list[Source]) -> None:
 
     for source in sources:
         cg.extend(load(source))
+    return list(held.values())
 
 
 def _shared_base(source: Source) -> Source | None:
