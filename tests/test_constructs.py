@@ -1,16 +1,20 @@
 """Construct programs (issue 8 must-show): each one Python construct around tensor ops, one graph under fullgraph.
 
 The programs live in ``tests/constructs/`` by family (object model, dunders, records, builtins,
-standard library, exceptions and context managers, control flow).  Each test runs a program
-eagerly and twice under ``dynacap.optimize(fn, fullgraph=True)`` with a counting eager backend
-(fresh inputs each run) and compares results, inputs after the call, printed text and raised
-exceptions (``tests/differential.py``); the capture must be exactly one graph over both calls.
+standard library, exceptions, control flow, state, semantic corners, iteration, handlers,
+protocols).  ``test_construct`` runs a program eagerly and twice under
+``dynacap.optimize(fn, fullgraph=True)`` with a counting eager backend (fresh inputs each run)
+and compares results, inputs after the call, printed text, raised exceptions
+(``tests/differential.py``) and the module's globals; the capture must be exactly one graph.
+A program with other inputs is then called with them: the guards must tell them apart.
 
 Programs dynacap does not capture in one graph today are in ``constructs/known_breaks.py`` with
 the reason it gives, as strict xfails: each turns into a failure the day it is captured, so the
 table is regenerated (``benchmarks/constructs.py --known-breaks``).  A result different from
 eager is never a known break; such an entry's reason starts with "WRONG RESULT:".
-``benchmarks/constructs.py`` runs the same programs under torch.compile, side by side.
+``test_construct_breaks_keep_result`` runs every program that breaks (the known breaks and the
+families that break by design, ``BREAK_BY_DESIGN``) with its breaks resumed: every observable
+must still be eager's.  ``benchmarks/constructs.py`` runs the programs under torch.compile too.
 """
 import copy
 import re
@@ -25,16 +29,11 @@ from differential import CountingBackend, assert_same, compare_outcomes, run_onc
 
 INTERNAL_ERROR = "dynacap: internal error"
 
-#: Wrong results found (also in /work/coord/requests-constructs.md), by hand: the generated table gives
-#: these reasons to the programs, instead of the bare assertion message.
-WRONG_RESULTS = {
-    "dict_changed_size_during_iteration":
-        "WRONG RESULT: a dict that grows inside `for k in d` raises no RuntimeError under dynacap (eager: "
-        "'dictionary changed size during iteration')",
-    "islice_consumes_exactly":
-        "WRONG RESULT: `list(itertools.islice(it, 3))` pulls a 4th item from `it` under dynacap (next(it) is 4, "
-        "eager: 3)",
-}
+#: Wrong results under fullgraph (also in /work/coord/requests-constructs.md), written by hand: the
+#: generated table gives these reasons to the programs instead of the bare assertion message.  The
+#: three found so far (`==` on objects made in the trace, a dict grown while iterated, islice pulling
+#: one item too many) were fixed in the session that found them.
+WRONG_RESULTS: dict = {}
 
 
 class InternalError(AssertionError):
