@@ -396,3 +396,22 @@ def stop_iteration_inside_the_generator(x, log):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_stop_iteration_leaving_a_contextmanager_generator_is_eagers(backend):
     run_differential(stop_iteration_inside_the_generator, X.clone(), [], backend=CountingBackend(backend))
+
+
+class _PassThroughMode(torch.overrides.TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        return func(*args, **(kwargs or {}))
+
+
+def torch_mode_block(x, mode):
+    with mode:
+        y = x + 1
+    return y
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_managers_enter_from_torch_runs_eagerly(backend):
+    mode = _PassThroughMode()
+    run_differential(torch_mode_block, X.clone(), mode, backend=CountingBackend(backend))
+    out = dynacap.explain(torch_mode_block)(X.clone(), mode)
+    assert any("torch.overrides" in r.reason for r in out.break_reasons)

@@ -52,6 +52,9 @@ def _enter_object(tx, manager) -> Value:
     for name, fn in (("__enter__", enter_fn), ("__exit__", exit_fn)):
         if type(fn) is not types.FunctionType:
             raise GraphBreak(f"`with` on {manager.describe()}, whose class has no Python {name}")
+        if not _is_user_code(fn):
+            # torch's own (a TorchFunctionMode, saved_tensors_hooks...) switch global state.
+            raise GraphBreak(f"`with` on {manager.describe()}, whose {name} is {fn.__module__}'s: it runs eagerly")
     guard_class_attribute(tx, manager, manager.obj, "__exit__", exit_fn)
     tx.push(ObjectExitValue(manager, exit_fn))
     return manager.call_special(tx, "__enter__", [], "`with`")
@@ -269,11 +272,9 @@ def call_context_function(tx, fn_value, args, kwargs) -> Value | None:
     func = fn.__closure__[0].cell_contents  # the decorated generator function ``helper`` closes over
     if type(func) is not types.FunctionType:
         raise GraphBreak(f"contextlib.contextmanager over {type(func).__name__} is not captured")
-    from .. import trace_rules
-    from ..skipfiles import is_skipped_file
     from .functions import UserFunctionValue
 
-    if trace_rules.rule_for_code(func.__code__) is not None or is_skipped_file(func.__code__.co_filename):
+    if not _is_user_code(func):
         # torch's and the libraries' own (``torch.random.fork_rng``...) switch global state: they break
         # at the call as before.
         return None
@@ -426,6 +427,14 @@ def set_warning_filters(tx, fn_value, args, kwargs) -> Value | None:
 
         raise from_real(e, f"warnings.{fn_value.fn.__name__}() raised {type(e).__name__}: {e}") from None
     return ConstantValue(None)
+
+
+def _is_user_code(fn: types.FunctionType) -> bool:
+    """Not torch's nor a library's: no trace rule names it and its file is captured."""
+    from .. import trace_rules
+    from ..skipfiles import is_skipped_file
+
+    return trace_rules.rule_for_code(fn.__code__) is None and not is_skipped_file(fn.__code__.co_filename)
 
 
 _CONTEXTMANAGER_HELPER = contextlib.contextmanager(lambda: None).__code__
