@@ -265,3 +265,28 @@ def test_results_reader_survives_torn_lines(tmp_path):
     assert results.is_finished(recs[0], ["dynamo"], cfg)
     assert not results.is_finished(recs[0], ["dynamo", "dynacap"], cfg)
     assert not results.is_finished(recs[1], ["dynamo"], cfg)     # other settings
+
+
+def test_dynacap_adapter_reads_its_stats_from_the_run_without_capturing_again(capsys):
+    from dynacap.harness.compilers import DynacapAdapter
+
+    class WithBreak(torch.nn.Module):
+        def forward(self, x):
+            y = x.sin()
+            print("break")
+            return y.cos()
+
+    adapter = DynacapAdapter("eager")
+    adapter.setup()
+    model = WithBreak()
+    compiled = adapter.compile(model)
+    x = torch.randn(3)
+    assert torch.equal(compiled(x), model(x))
+    frames = adapter.record.frames
+    stats = adapter.stats()
+    assert (stats["graph_count"], stats["graph_break_count"]) == (2, 1), stats
+    assert "print" in stats["break_reasons"][0]["reason"]
+    assert stats["op_count"] == 2
+    compiled(x)  # a cache hit: nothing captured again
+    assert adapter.record.frames == frames and adapter.stats() == stats
+    adapter.reset()

@@ -154,7 +154,7 @@ class DynamoAdapter:
         self._hook_loggers()
         return compiled
 
-    def stats(self, fn=None, args=(), kwargs=None) -> dict:
+    def stats(self) -> dict:
         seen, breaks = set(), []
         for msg in self._collector.records:
             if msg in seen:
@@ -166,7 +166,8 @@ class DynamoAdapter:
 
 
 class DynacapAdapter:
-    """dynacap.optimize for the run, dynacap.explain for the stats."""
+    """dynacap.optimize's capture for the run, its own record for the stats (one capture per case, as
+    torch.compile's adapter reads its stats from the run's compile)."""
 
     name = "dynacap"
 
@@ -174,6 +175,7 @@ class DynacapAdapter:
         self.backend_name = backend
         self.fullgraph = fullgraph
         self.mod = None
+        self.record = None
 
     def setup(self) -> None:
         err = getattr(sys.modules.get("dynacap"), "__harness_import_error__", None)
@@ -196,18 +198,25 @@ class DynacapAdapter:
         self.mod.reset()
 
     def compile(self, fn):
-        self.mod.reset()
-        return self.mod.optimize(fn, backend=self.backend_name, fullgraph=self.fullgraph)
+        """``optimize(fn)`` with a context of its own that records what it captures (as ``explain`` does)."""
+        from ..backends import configured
+        from ..capture import CaptureContext, CaptureRecord
+        from ..optimize import OptimizedModule, _wrap_function
 
-    def stats(self, fn=None, args=(), kwargs=None) -> dict:
         self.mod.reset()
-        out = self.mod.explain(fn)(*args, **(kwargs or {}))
-        breaks = []
-        for br in getattr(out, "break_reasons", []) or []:
-            breaks.append({"reason": str(getattr(br, "reason", br))[:400], "detail": None,
-                           "location": _location(getattr(br, "user_stack", None))})
-        return {"graph_count": int(out.graph_count), "graph_break_count": int(out.graph_break_count),
-                "op_count": int(getattr(out, "op_count", 0) or 0), "break_reasons": breaks}
+        self.record = CaptureRecord()
+        ctx = CaptureContext(configured(self.backend_name, None, None), fullgraph=self.fullgraph,
+                             record=self.record)
+        return OptimizedModule(fn, ctx) if isinstance(fn, torch.nn.Module) else _wrap_function(fn, ctx)
+
+    def stats(self) -> dict:
+        """Graphs and breaks of the capture so far (the first compiled call's, when read after it)."""
+        record = self.record
+        breaks = [{"reason": str(br.reason)[:400], "detail": None, "location": _location(br.user_stack)}
+                  for br in record.break_reasons]
+        ops = sum(count_ops(gm) for gm in record.graphs)
+        return {"graph_count": len(record.graphs), "graph_break_count": len(breaks), "op_count": ops,
+                "break_reasons": breaks}
 
 
 ADAPTERS: dict[str, Any] = {"dynamo": DynamoAdapter, "dynacap": DynacapAdapter}

@@ -243,13 +243,11 @@ class CaseRunner:
         except BaseException as e:  # noqa: BLE001
             r = dict(res, **_err(COMPILE_ERROR, e, "first compiled call"))
             try:
-                r.update(adapter.stats(model, a, k) if name == "dynamo" else {})
+                r.update(adapter.stats())
             except Exception:  # noqa: BLE001
                 pass
             return r
-        stats = None
-        if name == "dynamo":
-            stats = adapter.stats()
+        stats = adapter.stats()  # what the first call captured (both adapters read their own run)
         cmp = compare(out, ref, self.cfg.get("rtol", 1e-4), self.cfg.get("atol", 1e-4))
         res.update(max_error=cmp.max_error, status=OK if cmp.same else WRONG_RESULT)
         if not cmp.same:
@@ -260,13 +258,6 @@ class CaseRunner:
             res.update(median_s=med, calls=n)
         except BaseException as e:  # noqa: BLE001
             return dict(res, **_err(COMPILE_ERROR, e, "steady-state compiled call"))
-        if stats is None:
-            try:
-                seed_all(seed)
-                a, k = self._inputs(recipe)
-                stats = adapter.stats(model, a, k)
-            except BaseException as e:  # noqa: BLE001
-                res["stats_error"] = f"{type(e).__name__}: {e}"[:1000]
         if stats:
             res.update(stats)
         try:
