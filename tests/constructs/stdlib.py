@@ -1,7 +1,9 @@
 """The standard library: functools, itertools, operator, collections."""
 import collections
+import copy
 import functools
 import itertools
+import math
 import operator
 
 import torch
@@ -339,3 +341,111 @@ def chainmap_lookup(x):
 def namedtuple_from_collections(x):
     P = collections.namedtuple("P", "a b")
     return P(x, 2)._replace(b=4).b * x
+
+
+# -- more of the same families --------------------------------------------------------------------------------
+WRITTEN = 0
+
+
+@construct()
+def functools_cache_constants(x):
+    @functools.cache
+    def fib(n):
+        return n if n < 2 else fib(n - 1) + fib(n - 2)
+
+    return x * fib(10)
+
+
+@construct()
+def filterfalse_and_zip_longest_default(x):
+    odd = list(itertools.filterfalse(lambda v: v % 2 == 0, range(6)))
+    return x * sum(odd), list(itertools.zip_longest("ab", "c"))
+
+
+@construct()
+def ordereddict_equality_is_ordered(x):
+    a = collections.OrderedDict([("a", 1), ("b", 2)])
+    b = collections.OrderedDict([("b", 2), ("a", 1)])
+    return x + (a == b) + (dict(a) == dict(b)) * 2 + (a == dict(b)) * 4
+
+
+@construct()
+def counter_subtract_and_total(x):
+    c = collections.Counter(a=3, b=1)
+    c.subtract({"a": 1, "b": 2})
+    return x * c["a"], +c, c.total()
+
+
+@construct()
+def chainmap_new_child_writes(x):
+    base = {"a": 1}
+    child = collections.ChainMap(base).new_child({"b": 2})
+    child["a"] = 10
+    return x * child["a"] + base["a"], dict(child.maps[0])
+
+
+@construct()
+def deque_extendleft_maxlen(x):
+    q = collections.deque([1], maxlen=3)
+    q.extendleft([2, 3, 4])
+    return x * q[0], list(q), q.maxlen
+
+
+@construct()
+def math_integer_functions(x):
+    return x * math.gcd(12, 18) + math.lcm(4, 6), math.comb(5, 2), math.perm(4, 2), math.isqrt(17), math.factorial(5)
+
+
+@construct()
+def math_float_functions(x):
+    return x * math.hypot(3, 4), math.trunc(-2.7), math.exp(0), math.log2(8), math.inf > 1e300, math.dist((0, 0), (3, 4))
+
+
+@construct()
+def copy_user_object(x):
+    class P:
+        def __init__(self, t):
+            self.t = t
+            self.tags = ["a"]
+
+    p = P(x)
+    q = copy.copy(p)
+    q.tags.append("b")
+    return q.t * 2, p.tags, q is p
+
+
+@construct()
+def deepcopy_list_of_tensors(x):
+    xs = [x, [x]]
+    ys = copy.deepcopy(xs)
+    return ys[0] + ys[1][0], ys[0] is xs[0], ys[1][0] is ys[0]
+
+
+@construct()
+def vars_without_arguments(x):
+    a, b = 1, 2
+    names = sorted(k for k in vars() if k in ("a", "b", "x"))
+    return x * (a + b), names
+
+
+@construct()
+def globals_write(x):
+    globals()["WRITTEN"] = 5
+    return x * WRITTEN
+
+
+@construct()
+def hasattr_on_tensor_and_module(x):
+    return x + hasattr(x, "shape") + hasattr(x, "nope") * 2 + hasattr(math, "pi") * 4
+
+
+@construct()
+def operator_length_hint_and_concat(x):
+    return x * operator.length_hint([1, 2, 3]), operator.concat([1], [2]), operator.pow(2, 5)
+
+
+@construct()
+def mapping_equality_across_types(x):
+    a = collections.OrderedDict([("a", 1), ("b", 2)])
+    d = collections.defaultdict(int, {"a": 1})
+    return x + (a == {"b": 2, "a": 1}) + (d == {"a": 1}) * 2 + ({"a": 1, "b": 2} == {"b": 2, "a": 1}) * 4
