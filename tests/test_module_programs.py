@@ -1491,14 +1491,9 @@ class nonzero_index_gather(nn.Module):
 # Printed by `PYTHONPATH=. python3 benchmarks/module_programs.py --known-breaks` from what dynacap does now.
 
 KNOWN_BREAKS: Dict[str, str] = {
-    "data_momentum_encoder_assign":
-        "`tensor.data = ...` swaps a tensor's storage, shape and dtype in place (its graph value would go"
-        ' stale); it runs eagerly between two graphs',
     "requires_grad_on_new":
         '`tensor.requires_grad_()` makes a tensor require grad, which a graph cannot do for its backends;'
         ' it runs eagerly between two graphs',
-    "normal_kl_divergence":
-        'a dict with non-constant keys',
     "checkpoint_sequential_segments":
         '`torch.utils.checkpoint.checkpoint_sequential` activation checkpointing runs eagerly (its '
         'recomputation is autograd state)',

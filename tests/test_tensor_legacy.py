@@ -182,6 +182,48 @@ def test_data_assignment_is_a_clean_break():
     assert any("`tensor.data = ...`" in str(r) for r in out.break_reasons)
 
 
+class _MomentumTarget(torch.nn.Module):
+    """BYOL/MoCo written with ``.data =``: the target follows the online network, then runs."""
+
+    def __init__(self):
+        super().__init__()
+        self.online = torch.nn.Linear(4, 3)
+        self.target = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        for p_o, p_t in zip(self.online.parameters(), self.target.parameters()):
+            p_t.data = p_t.data * 0.9 + p_o.data * 0.1
+        return self.target(x) * self.online(x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS + ["inductor"])
+def test_data_assignment_of_a_new_value_is_one_graph(backend):
+    """``p.data = <new tensor>``: one graph; after each call and a backward, the parameters, their gradients,
+    the input's gradient, the version counters (unchanged, as eager's) and ``is_leaf`` match eager."""
+    torch.manual_seed(0)
+    eager, captured = _MomentumTarget(), _MomentumTarget()
+    captured.load_state_dict(eager.state_dict())
+    counting = CountingBackend(backend)
+    compiled = dynacap.optimize(captured, backend=counting, fullgraph=True)
+    for _ in range(2):
+        x = torch.randn(2, 4, requires_grad=True)
+        xc = x.detach().clone().requires_grad_()
+        versions = [p._version for p in eager.parameters()], [p._version for p in captured.parameters()]
+        storages = [p.untyped_storage().data_ptr() for p in captured.target.parameters()]
+        out_e, out_c = eager(x), compiled(xc)
+        torch.testing.assert_close(out_c, out_e)
+        out_e.sum().backward()
+        out_c.sum().backward()
+        torch.testing.assert_close(xc.grad, x.grad)
+        for pe, pc in zip(eager.parameters(), captured.parameters()):
+            torch.testing.assert_close(pc, pe)
+            torch.testing.assert_close(pc.grad, pe.grad)
+            assert pc.is_leaf and pc.requires_grad and type(pc) is torch.nn.Parameter
+        assert ([p._version for p in eager.parameters()], [p._version for p in captured.parameters()]) == versions
+        assert all(p.untyped_storage().data_ptr() != old for p, old in zip(captured.target.parameters(), storages))
+    assert len(counting.graphs) == 1
+
+
 def _keeps_the_new_value(p, x):
     t = x * 2
     p.data = t

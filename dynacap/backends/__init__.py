@@ -59,7 +59,9 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs):
     def boxed(g, _inputs):
         return make_boxed_func(g.forward)
 
-    return aot_module_simplified(gm, example_inputs, fw_compiler=boxed, bw_compiler=boxed)
+    # As torch's own aot_eager: input mutations made under no_grad (``p.data = t`` is a ``set_``) stay in the graph.
+    return aot_module_simplified(gm, example_inputs, fw_compiler=boxed, bw_compiler=boxed,
+                                 keep_inference_input_mutations=True)
 
 
 @register_backend

@@ -120,9 +120,30 @@ class TensorValue(Value):
             write_grad(tx, self, value)
             return
         if name == "data":
-            raise GraphBreak("`tensor.data = ...` swaps a tensor's storage, shape and dtype in place (its "
-                             "graph value would go stale); it runs eagerly between two graphs")
+            self.assign_data(tx, value)
+            return
         super().setattr(tx, name, value)
+
+    def assign_data(self, tx, value: Value) -> None:
+        """``x.data = t``: ``x`` takes ``t``'s storage in place, its autograd identity and version counter
+        unchanged.  One graph op on ``x`` (``set_`` without autograd), so later reads of ``x`` see ``t``'s
+        data; only where nothing else can tell ``set_`` from eager's ``.data =`` (``_data_assignment_break``)."""
+        reason = _data_assignment_break(tx, self, value)
+        if reason is not None:
+            raise GraphBreak(f"`tensor.data = ...` {reason}: it runs eagerly between two graphs")
+        alias = self.data(tx)
+        grad = torch.is_grad_enabled()
+        tx.graph.set_grad_enabled(False)
+        torch._C._set_grad_enabled(False)
+        try:
+            tx.graph.call("call_function", _assign_data_on_fakes_, [alias, value, self], {}, "tensor.data = ...")
+            # The fakes keep their storages (the graph's effects are read from them); the graph runs set_.
+            node = tx.graph.created[-1]
+            assert node.target is _assign_data_on_fakes_
+            node.target = assign_data_
+        finally:
+            torch._C._set_grad_enabled(grad)
+            tx.graph.set_grad_enabled(grad)
 
     def iterate(self, tx):
         if self.fake.dim() == 0:
@@ -202,6 +223,91 @@ def _requires_grad(t: TensorValue, args, kwargs) -> Value:
         return t  # already so: nothing changes
     raise GraphBreak(legacy_tensors.MAKES_LEAF.format(what="`tensor.requires_grad_()`")
                      if flag is not False else "`tensor.requires_grad_(False)` changes autograd state; it runs eagerly")
+
+
+def assign_data_(data: torch.Tensor, new: torch.Tensor, tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor.data = new`` as a graph op (under no_grad).  Eager's ``.data =`` bumps no version counter:
+    ``set_``'s bump is undone at once (for what the graph saves for backward after it), and ``data``,
+    ``tensor.data``, names the alias the change is written through, so ``graph.effects.hidden_mutations``
+    puts the counter back after graphs whose backend writes the change back to ``tensor`` itself."""
+    version = tensor._version
+    tensor.set_(new)
+    torch._C._autograd._unsafe_set_version_counter((tensor,), (version,))
+    return tensor
+
+
+def _assign_data_on_fakes_(data: torch.Tensor, new: torch.Tensor, tensor: torch.Tensor) -> torch.Tensor:
+    """``assign_data_`` while tracing: ``new`` has ``tensor``'s metadata (``_data_assignment_break``), so the
+    fake stays as it is."""
+    return tensor
+
+
+def _data_assignment_break(tx, target: "TensorValue", value: Value) -> str | None:
+    """Why ``target.data = value`` cannot be a graph op, or None.
+
+    ``set_`` is ``.data =`` for the graph's own tensors; it differs where another tensor sees the storage
+    swap (AOTAutograd regenerates views and aliases of a changed input from its new value, eager leaves
+    them on the old storage), so a target other tensors alias, or a new value the code still holds, breaks;
+    and the fakes keep their metadata, so the new value must have the target's.
+    """
+    from ..graph.effects import storage_of
+
+    if value.kind() != "tensor":
+        return f"with {value.describe()} (TypeError at run time: it takes a tensor)"
+    if target.source is None:
+        return "on a tensor made in the captured code"
+    old, new = target.fake, value.fake
+    if (old.dtype, old.device, old.layout) != (new.dtype, new.device, new.layout) or old.layout != torch.strided:
+        return f"changing a {old.dtype} {old.device} tensor into a {new.dtype} {new.device} one"
+    if any(isinstance(d, torch.SymInt) for d in (*old.shape, *new.shape)) or _layout(old) != _layout(new):
+        return "with a tensor of another shape or layout (its sizes, strides and offset become the tensor's)"
+    if any(user.target is not torch._C._autograd._get_data_attr for user in target.node.users):
+        return "on a tensor an earlier operation of the graph used (autograd may have saved it, or a view of it)"
+    own, given = storage_of(old), storage_of(new)
+    if own is None or given is None or given in tx.graph.external:
+        return "with an input, parameter or buffer (the two would share storage)"
+    graph_inputs = [n for n in tx.graph.graph.nodes if n.op in ("placeholder", "get_attr")
+                    and storage_of(n.meta.get("example_value")) == own]
+    if len(graph_inputs) != 1:
+        return "on a tensor sharing its storage with another input"
+    for held in _held_tensors(tx):
+        storage = storage_of(held.fake)
+        if storage == given:
+            return "with a tensor the code keeps (it would stay an alias of the tensor)"
+        if storage == own and held.node is not target.node:
+            return "on a tensor whose `.data` or views the code keeps (they keep the old storage)"
+    return None
+
+
+def _layout(t: torch.Tensor) -> tuple:
+    return tuple(t.shape), tuple(t.stride()), t.storage_offset()
+
+
+def _held_tensors(tx):
+    """Every tensor value the trace can still reach: each frame's stack, locals and cells, containers,
+    objects and attributes written, globals stored (searched through containers and objects)."""
+    roots = [tx.ctx.containers, tx.ctx.attribute_overrides, tx.ctx.global_overrides, tx.ctx.side_effects]
+    frame = tx
+    while frame is not None:
+        roots.append(frame)
+        frame = frame.parent
+    seen, found, pending = set(), [], list(roots)
+    while pending:
+        item = pending.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, TensorValue):
+            found.append(item)
+        elif isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, (list, tuple, set, frozenset)):
+            pending.extend(item)
+        elif isinstance(item, type(tx)):  # a frame of the chain, or a generator's suspended one
+            pending.extend([item.stack, item.locals, item.cells, item.frame_values])
+        elif isinstance(item, Value) or hasattr(item, "__dict__") and type(item).__module__.startswith("dynacap."):
+            pending.extend(vars(item).values())
+    return found
 
 
 #: Metadata methods whose answer may be symbolic: ``(tx, tensor, *args) -> Value`` (None: answer as a constant).

@@ -110,7 +110,7 @@ def wrap(tx, obj, source: Source | None) -> Value:
         tx.ctx.containers[id(obj)] = value
         return value
     if t in _DICT_TYPES:
-        if not all(is_literal(k) or _is_plain_class(k) for k in obj):
+        if not all(_constant_key(k) for k in obj):
             raise GraphBreak(f"a {t.__name__} with non-constant keys")
         if source is not None:
             g.type_match(source, obj)
@@ -154,6 +154,12 @@ def wrap(tx, obj, source: Source | None) -> Value:
 def _is_plain_class(key) -> bool:
     """A class (or typing construct) as a dict key: hashed and compared by identity, no user code runs."""
     return type(key) is type or type(key) in _TYPING_TYPES
+
+
+def _constant_key(key) -> bool:
+    """A dict key the trace holds as a constant: a literal, a plain class, or a tuple of these
+    (``torch.distributions``' ``_KL_MEMOIZE[type(p), type(q)]``)."""
+    return is_literal(key) or _is_plain_class(key) or type(key) is tuple and all(_constant_key(k) for k in key)
 
 
 def _numpy_object(tx, obj, source) -> Value | None:
