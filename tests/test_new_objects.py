@@ -617,6 +617,16 @@ class WithCallingMeta(metaclass=CallingMeta):
         self.a = a
 
 
+class LookupMeta(type):
+    def __getattr__(cls, name):
+        raise AttributeError(name)
+
+
+class WithLookupMeta(metaclass=LookupMeta):
+    def __init__(self, a):
+        self.a = a
+
+
 class Hooked:
     def __init__(self, a):
         self.a = a
@@ -664,6 +674,7 @@ class OwnNew:
 
 @pytest.mark.parametrize("cls, why", [
     (Slotted, "__slots__"), (CallingMeta, "metaclass CallingMeta has its own __call__"),
+    (WithLookupMeta, "metaclass LookupMeta has its own attribute lookup"),
     (Pair, "built-in class tuple"), (Layer, "torch.nn"), (Finalized, "__del__"), (OwnNew, "__new__"),
 ], ids=lambda v: v.__name__ if isinstance(v, type) else None)
 def test_unsupported_classes_break_with_a_reason(cls, why):

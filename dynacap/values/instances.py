@@ -44,8 +44,13 @@ def why_not_plain(cls: type) -> str | None:
     """What stops creating a ``cls`` instance in the trace, in words (None: nothing)."""
     from .subclasses import container_base
 
-    if type(cls) not in _PLAIN_METACLASSES and class_lookup(type(cls), "__call__") is not _TYPE_CALL:
-        return f"its metaclass {type(cls).__qualname__} has its own __call__"
+    if type(cls) not in _PLAIN_METACLASSES:
+        meta = type(cls)
+        if class_lookup(meta, "__call__") is not _TYPE_CALL:
+            return f"its metaclass {meta.__qualname__} has its own __call__"
+        if lookup_hook(meta, "__getattribute__") is not None or lookup_hook(meta, "__getattr__") is not None:
+            # Guards read the class's attributes (``Cls.__init__``): they would run the metaclass's hooks.
+            return f"its metaclass {meta.__qualname__} has its own attribute lookup"
     if cls.__flags__ & _ABSTRACT:
         return "it has abstract methods (TypeError at run time)"
     base = container_base(cls)
