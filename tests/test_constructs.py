@@ -37,6 +37,8 @@ WRONG_RESULTS: dict = {
     "mapping_equality_across_types":
         "WRONG RESULT: `OrderedDict(a=1, b=2) == {'b': 2, 'a': 1}` and `defaultdict(int, a=1) == {'a': 1}` are "
         "False under dynacap (eager: True)",
+    "equality_views": "WRONG RESULT: `d.keys() == {'a', 'b'}` and `d.items() == {('a', 1), ('b', 2)}` are False "
+                      "under dynacap (eager: True)",
 }
 
 

@@ -262,3 +262,61 @@ def shape_guarded(x):
 @construct(lambda: (torch.randn(4),), other=lambda: (torch.randn(4).double(),))
 def dtype_guarded(x):
     return x * 2 if x.dtype == torch.float32 else x - 1, str(x.dtype)
+
+
+# -- equality and membership across types ------------------------------------------------------------------
+def bits(*flags):
+    """Booleans as one int (bit i for flag i), so that one wrong comparison shows which."""
+    return sum(int(bool(f)) << i for i, f in enumerate(flags))
+
+
+@construct()
+def equality_sequences_across_types(x):
+    return x + bits([1] == [1.0], (1,) == [1], [] == (), (1, 2) == (1, 2.0), [[1]] == [[True]], "a" == b"a")
+
+
+@construct()
+def equality_sets_across_types(x):
+    return x + bits({1, 2} == frozenset([2, 1]), frozenset() == set(), {1} == {1.0}, {1: 2} == {1.0: 2},
+                    {1, 2} == [1, 2])
+
+
+@construct()
+def equality_views(x):
+    d = {"a": 1, "b": 2}
+    return x + bits(d.keys() == {"a", "b"}, d.items() == {("a", 1), ("b", 2)}, d.values() == d.values(),
+                    d.keys() == ["a", "b"], list(d.values()) == [1, 2])
+
+
+@construct()
+def equality_ranges_and_none(x):
+    return x + bits(range(3) == range(0, 3), range(0) == range(5, 2), range(3) == [0, 1, 2], None == 0,
+                    None is None, 0 == False, 1.0 == True)
+
+
+@construct()
+def equality_records_across_types(x):
+    import collections
+
+    P = collections.namedtuple("P", "a b")
+    return x + bits(P(1, 2) == (1, 2), P(1, 2) == [1, 2], collections.Counter(a=1) == {"a": 1},
+                    collections.OrderedDict(a=1, b=2) == collections.OrderedDict(b=2, a=1))
+
+
+@construct()
+def equality_size_and_tuples(x):
+    return x + bits(x.shape == (4,), x.shape == [4], x.shape == torch.Size([4]), tuple(x.shape) == (4,),
+                    x.shape[0] == 4.0)
+
+
+@construct()
+def membership_across_types(x):
+    d = {"a": 1}
+    return x + bits(1.0 in [1], True in {1: "x"}, "a" in d.keys(), 1 in d.values(), ("a", 1) in d.items(),
+                    [1] in [[1.0]], 2 in range(0, 4, 2), 3 in range(0, 4, 2), "b" in "abc", "" in "abc")
+
+
+@construct()
+def ordering_across_types(x):
+    return x + bits(1 < 1.5, True < 2, (1, 2) < (1, 2.5), [1] < [1, 0], "Z" < "a", 2 ** 64 > 1.8e19,
+                    frozenset([1]) < {1, 2}, {1} <= {1})
