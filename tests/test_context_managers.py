@@ -415,3 +415,18 @@ def test_a_managers_enter_from_torch_runs_eagerly(backend):
     run_differential(torch_mode_block, X.clone(), mode, backend=CountingBackend(backend))
     out = dynacap.explain(torch_mode_block)(X.clone(), mode)
     assert any("torch.overrides" in r.reason for r in out.break_reasons)
+
+
+def exit_stack_pop_all(x):
+    log = []
+    with contextlib.ExitStack() as stack:
+        stack.callback(log.append, "moved")
+        later = stack.pop_all()
+    log.append("after with")
+    later.close()
+    return x + 1, log
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_exit_stack_pop_all_moves_the_callbacks(backend):
+    one_graph(exit_stack_pop_all, X.clone(), backend=backend)

@@ -13,6 +13,8 @@ catches still runs eagerly and raises eager's exception.
 
 PYTEST_DONT_REWRITE: the programs' own ``assert`` statements must stay Python's.
 """
+import sys
+
 import pytest
 import torch
 
@@ -516,3 +518,41 @@ def init_with_super(x):
 def test_an_exception_class_with_its_own_init(backend):
     one_graph(init_without_super, torch.randn(3), backend=backend)
     run_differential(init_with_super, torch.randn(3), backend=CountingBackend(backend))
+
+
+# -- sys.exc_info(), sys.exception() and notes inside the captured handlers ------------------------------
+def exc_info_inside_handler(x):
+    try:
+        raise KeyError("k")
+    except KeyError:
+        kind = sys.exc_info()[0].__name__
+        handled = sys.exception()
+    return x + 1, kind, handled.args
+
+
+def exception_notes(x):
+    try:
+        e = ValueError("v")
+        e.add_note("more")
+        raise e
+    except ValueError as err:
+        return x + 1, err.__notes__
+
+
+def exc_info_outside_handlers(x):
+    return x + 1, sys.exc_info()[0] is None
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn", [exc_info_inside_handler, exception_notes])
+def test_the_handled_exception_and_its_notes(fn, backend):
+    one_graph(fn, torch.randn(3), backend=backend)
+
+
+def test_exc_info_outside_the_captured_handlers_is_the_callers():
+    run_differential(exc_info_outside_handlers, torch.randn(3))
+    compiled = dynacap.optimize(exc_info_outside_handlers, backend="eager")
+    try:
+        raise KeyError("the caller's")
+    except KeyError:
+        assert compiled(torch.zeros(1))[1] is False  # eager: the caller's exception is being handled

@@ -323,7 +323,7 @@ class ExitStackValue(ModelledContextValue):
         return self
 
     def getattr(self, tx, name):
-        if name in ("enter_context", "callback"):
+        if name in ("enter_context", "callback", "pop_all", "close"):
             return _ExitStackMethod(self, name)
         return super().getattr(tx, name)
 
@@ -365,6 +365,15 @@ class _ExitStackMethod(Value):
             exit_value, result = enter_context(tx, args[0])
             self.stack.exits.append(("exit", exit_value))
             return result
+        if self.name in ("pop_all", "close"):
+            if args or kwargs:
+                raise GraphBreak(f"ExitStack.{self.name} takes no arguments (TypeError at run time)")
+            if self.name == "close":
+                self.stack.exit(tx, None)
+                return ConstantValue(None)
+            moved = ExitStackValue()  # the registrations move to a new stack; this one is left empty
+            moved.exits, self.stack.exits = self.stack.exits, []
+            return moved
         if not args:
             raise GraphBreak("ExitStack.callback needs a function (TypeError at run time)")
         self.stack.exits.append(("callback", (args[0], args[1:], kwargs)))

@@ -168,6 +168,8 @@ class ExceptionValue(Value):
             return ConstantValue(self.cls)
         if name in ("__str__", "__repr__"):
             return _TextMethod(self, name.strip("_"))
+        if name == "add_note":
+            return _AddNote(self)
         if name in ("__traceback__", "with_traceback", "add_note", "__notes__"):
             raise GraphBreak(f"`.{name}` of {self.describe()} is not captured")
         for klass in self.cls.__mro__:
@@ -209,6 +211,51 @@ class ExceptionValue(Value):
         """``raise self from cause``."""
         self.cause = cause
         self.suppress_context = True
+
+
+class _AddNote(Value):
+    """``e.add_note(text)``: appends to ``e.__notes__`` (a list made by the first note)."""
+
+    def __init__(self, exception: ExceptionValue):
+        self.exception = exception
+
+    def describe(self):
+        return f"{self.exception.describe()}.add_note"
+
+    def call(self, tx, args, kwargs):
+        from .containers import ListValue
+
+        if len(args) != 1 or kwargs:
+            raise GraphBreak(f"{self.describe()} takes one argument (TypeError at run time)")
+        note = args[0]
+        if not (note.is_constant() and isinstance(note.as_constant(), str)):
+            if note.is_constant():
+                raise python_error(TypeError, f"note must be a str, not '{type(note.as_constant()).__name__}'")
+            raise GraphBreak(f"{self.describe()} of {note.describe()}")
+        notes = self.exception.attributes.setdefault("__notes__", ListValue([]))
+        if not isinstance(notes, ListValue):
+            raise GraphBreak(f"{self.describe()}: its __notes__ is {notes.describe()}")
+        notes.items.append(note)
+        return ConstantValue(None)
+
+
+def handled_exception(tx, fn, args, kwargs) -> Value:
+    """``sys.exc_info()`` / ``sys.exception()``: the exception a handler of the trace is handling."""
+    import sys
+
+    from .containers import TupleValue
+
+    if args or kwargs:
+        raise GraphBreak(f"{fn.__name__}() takes no arguments (TypeError at run time)")
+    handled = tx.ctx.exc_info
+    if handled is CALLERS:
+        raise GraphBreak(f"sys.{fn.__name__}() outside the captured code's handlers reads the exception its "
+                         "caller is handling, unknown at capture time")
+    if not isinstance(handled, ExceptionValue):
+        return ConstantValue(None) if fn is sys.exception else TupleValue([ConstantValue(None)] * 3)
+    if fn is sys.exception:
+        return handled
+    return TupleValue([ConstantValue(handled.cls), handled, TracebackValue()])
 
 
 class _TextMethod(Value):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import sys
 import types
 from dataclasses import dataclass
 
@@ -198,9 +199,13 @@ class ContainerMethodValue(MethodOfValue):
         from .containers import DictValue, ListValue, TupleValue
 
         c, name = self.owner, self.name
-        if kwargs and name not in ("update",):
+        if kwargs and name not in ("update", "sort"):
             raise GraphBreak(f"{self.describe()} with keyword arguments")
         if isinstance(c, ListValue):
+            if name == "sort":
+                from .builtins import sort_list
+
+                return sort_list(tx, c, args, kwargs)
             if name == "append":
                 c.mutate(tx, "list.append")
                 c.items.append(args[0])
@@ -323,6 +328,10 @@ class OpaqueCallableValue(Value):
         return self.fn
 
     def call(self, tx, args, kwargs):
+        if self.fn is sys.exc_info or self.fn is sys.exception:
+            from .exceptions import handled_exception
+
+            return handled_exception(tx, self.fn, args, kwargs)
         if self.fn in _TENSOR_OPERATORS and any(a.kind() in ("tensor", "symbolic number") for a in args):
             # ``functools.reduce(operator.mul, ...)`` over tensors or sizes: the operator is the graph op.
             return tx.graph.call("call_function", self.fn, args, kwargs, f"operator.{self.fn.__name__}")
