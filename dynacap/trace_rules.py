@@ -55,6 +55,7 @@ import sysconfig
 import torch
 
 from .models import checkpointing, foreach, iteration, optimizers
+from .models import collections as collection_models
 
 
 class Rule(enum.Enum):
@@ -220,6 +221,8 @@ LIBRARY_FUNCTIONS = (
                    "accumulate", "starmap", "zip_longest", "repeat")),
     TraceRule("functools.reduce", M, "the same loop in Python", (iteration.reduce, iteration.never_eager)),
     TraceRule("_functools.reduce", M, "the same loop in Python", (iteration.reduce, iteration.never_eager)),
+    TraceRule("dataclasses.asdict", M, "the same walk over the fields in Python",
+              (collection_models.asdict, iteration.never_eager)),
 )
 
 _RULES = {r.name: r for r in _TABLE + LIBRARY_FUNCTIONS}

@@ -1504,8 +1504,6 @@ KNOWN_BREAKS: Dict[str, str] = {
     "warn_flag_on":
         'call to `_warnings.warn`, a function dynacap cannot look inside; it runs eagerly (wrap it with '
         'dynacap.disable, or use a torch operation instead)',
-    "dataclass_made_in_forward":
-        'call to asdict, which dynacap does not capture (skipped file)',
     "spectral_norm_train":
         'an operation that changes an input, parameter or buffer (in place, or a running-stat update) '
         'after a Python side effect: the graph is split there so that side effects keep program order if '

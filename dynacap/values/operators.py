@@ -197,6 +197,10 @@ def identical(a: Value, b: Value) -> bool | None:
     """``a is b`` when it can be decided at capture time, else None."""
     if a is b:
         return True
+    from .exceptions import ExceptionValue
+
+    if isinstance(a, ExceptionValue) or isinstance(b, ExceptionValue):
+        return False  # made by the trace: one Value wherever it is held (as a NewObjectValue)
     if isinstance(a, TensorValue) and isinstance(b, TensorValue):
         return a.node is b.node
     if isinstance(a, TensorValue) or isinstance(b, TensorValue):
