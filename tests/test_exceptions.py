@@ -556,3 +556,22 @@ def test_exc_info_outside_the_captured_handlers_is_the_callers():
         raise KeyError("the caller's")
     except KeyError:
         assert compiled(torch.zeros(1))[1] is False  # eager: the caller's exception is being handled
+
+
+def raise_what_is_not_an_exception(x):
+    out = []
+    for bad in (3, "text"):
+        try:
+            raise bad
+        except TypeError as e:
+            out.append(e.args)
+        try:
+            raise ValueError("v") from bad
+        except TypeError as e:
+            out.append(e.args)
+    return x + len(out), out
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_raising_what_is_not_an_exception_is_a_type_error(backend):
+    one_graph(raise_what_is_not_an_exception, torch.randn(3), backend=backend)

@@ -23,14 +23,14 @@ from ..values.exceptions import CALLERS, ExceptionValue, PythonError, TracebackV
 from .tracer import handles
 
 
-def exception_of(tx, value: Value) -> ExceptionValue:
+def exception_of(tx, value: Value, what: str = "exceptions") -> ExceptionValue:
     """What ``raise value`` raises: an exception instance, or a class called without arguments."""
     if isinstance(value, ExceptionValue):
         return value
     if is_exception_class(value):
         return make_exception(tx, value.as_constant(), [], {}, value.source)
     if value.is_constant():
-        raise python_error(TypeError, "exceptions must derive from BaseException")
+        raise python_error(TypeError, f"{what} must derive from BaseException")
     raise GraphBreak(f"`raise {value.describe()}` is not captured")
 
 
@@ -50,7 +50,7 @@ def _raise_varargs(tx, ins):
         if isinstance(cause, ConstantValue) and cause.value is None:
             exception.set_cause(cause)
         else:
-            exception.set_cause(exception_of(tx, cause))
+            exception.set_cause(exception_of(tx, cause, "exception causes"))
     raise PythonError(exception)
 
 
