@@ -64,6 +64,11 @@ class Emitter:
         self._snapshot_at = len(self.instructions)
         self._touches = touches
 
+    @property
+    def snapshotting(self) -> bool:
+        """Whether ``snapshot_sources`` was called: sources may then be read from snapshot locals."""
+        return self._touches is not None
+
     def load_source(self, source: Source) -> None:
         """Push the value ``source`` denoted when the frame started."""
         if self._touches is None or not self._touches(source):

@@ -4,7 +4,8 @@ The rewritten code has the original's arguments, free variables, name,
 file and first line, so that the C hook can run it in place of the
 original (same argument slots) and tracebacks still point at user code.
 Its body: call the compiled graph with the graph inputs (reloaded from
-their sources), keep the outputs in a local, replay Python side effects in
+their sources, a prefix several of them share read once: ``_load_inputs``),
+keep the outputs in a local, replay Python side effects in
 program order, rebuild the return value, return.
 
 Side effects and the values rebuilt after them:
@@ -292,7 +293,7 @@ def _load_inputs(cg: Emitter, sources: list[Source]) -> list[str]:
     same assumption the guards make when they read each source once.  Sources are loaded
     as they are when a snapshot is active (``Emitter.load_source``).
     """
-    if cg._touches is not None:
+    if cg.snapshotting:
         for source in sources:
             cg.extend(source.emit())
         return []
