@@ -11,7 +11,7 @@ import torch
 
 import dynacap
 
-from differential import CountingBackend, clone_inputs, compare_outcomes, run_once
+from differential import CountingBackend, clone_inputs, compare_outcomes, run_differential, run_once
 
 LOG = []
 
@@ -532,3 +532,60 @@ def test_loop_over_known_items_still_resumes_inside_the_loop():
     # A list may change after the break: its loop is not resumed inside (tests/test_live_iterators.py).
     counting = check(known_list_loop_with_break, t(3), [t(3, seed=1), t(3, seed=2)])
     assert counting.compiles == 1
+
+
+# -- what a generator raises reaches the handlers around the for loop pulling it ------------------------
+def _validated(items):
+    for v in items:
+        if v < 0:
+            raise ValueError("negative", v)
+        yield v * 2
+
+
+def _stops(items):
+    for v in items:
+        yield v
+    raise StopIteration  # inside a generator: RuntimeError (PEP 479)
+
+
+def loop_over_a_raising_generator(x):
+    total = 0
+    gen = _validated([1, 2, -3, 4])
+    try:
+        for v in gen:
+            total += v
+    except ValueError as e:
+        total -= e.args[1]
+    for v in gen:  # finished by the exception
+        total += 100
+    return x + total
+
+
+def loop_over_a_generator_leaking_stop_iteration(x):
+    total = 0
+    try:
+        for v in _stops([1, 2]):
+            total += v
+    except RuntimeError as e:
+        return x + total, str(e), type(e.__cause__).__name__
+    return x, "no error"
+
+
+def extend_from_a_raising_generator(x, out):
+    try:
+        out.extend(_validated([1, -1]))
+    except ValueError:
+        out.append("failed")
+    return x + len(out)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("fn", [loop_over_a_raising_generator, loop_over_a_generator_leaking_stop_iteration])
+def test_a_generator_raising_into_its_for_loop_is_one_graph(fn, backend):
+    diff = run_differential(fn, torch.randn(3), backend=CountingBackend(backend))
+    assert diff.compiles_first == 1
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_generator_raising_into_other_consumers_is_eagers(backend):
+    run_differential(extend_from_a_raising_generator, torch.randn(3), [], backend=CountingBackend(backend))

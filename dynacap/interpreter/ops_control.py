@@ -81,7 +81,7 @@ def _for_iter(tx, ins):
     if not isinstance(iterator, (IteratorValue, PullIterator)):
         # An iterator from outside the frame (a real generator): only eager code may advance it.
         raise GraphBreak(f"`for` over {iterator.describe()}")
-    item = iterator.next_item(tx)
+    item = iterator.next_item(tx, exact=True) if isinstance(iterator, GeneratorValue) else iterator.next_item(tx)
     if item is None:
         tx.pop()
         tx.jump_to(ins.argval)

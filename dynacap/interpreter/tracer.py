@@ -34,7 +34,7 @@ from ..skipfiles import is_layer_file
 from ..source import LocalSource
 from ..values.base import DELETED, Value
 from ..values.constant import ConstantValue
-from ..values.exceptions import CALLERS, PythonError
+from ..values.exceptions import CALLERS, ExceptionValue, PythonError
 from ..values.grad_mode import WithBlock
 from ..values.library import call_by_rule
 
@@ -248,6 +248,9 @@ class Tracer:
         #: For an inlined generator driven by a ``with`` block (``contextlib.contextmanager``): its ``yield``
         #: may sit in a try block, and what it raises reaches the block's ``__exit__``.
         self.managed = False
+        #: For an inlined generator: set while a ``for`` loop pulls it (what it raises may reach the loop's
+        #: handlers, ``values.iterators.GeneratorValue.next_item``).
+        self.pulled_by_loop = False
 
     # -- shared state -----------------------------------------------------------
     @property
@@ -327,11 +330,8 @@ class Tracer:
         except PythonError as e:
             if self.catch(e, checkpoint):
                 return
-            if self.yielded is not None and (not self.managed or issubclass(e.exception.cls, StopIteration)):
-                # Leaving a generator finishes it (and a StopIteration becomes a RuntimeError): not modelled.
-                plain = GraphBreak(e.reason)
-                plain.frames, plain.user_stack = e.frames, e.user_stack
-                e = plain
+            if self.yielded is not None:
+                e = self._leaving_generator(e)
             e.frames.insert(0, FrameAtBreak(self, checkpoint, instruction))
             raise e
         except GraphBreak as e:
@@ -340,6 +340,26 @@ class Tracer:
             raise
         finally:
             ctx.running = outer
+
+    def _leaving_generator(self, error: PythonError) -> GraphBreak:
+        """What a generator's frame raises, as its consumer sees it.
+
+        A ``for`` loop or a ``with`` block (``contextlib.contextmanager``) sees the exception; a
+        ``StopIteration`` becomes ``RuntimeError("generator raised StopIteration")`` (PEP 479) for a
+        loop, a break for a ``with``.  Any other consumer: a break.
+        """
+        exception = error.exception
+        stop = issubclass(exception.cls, StopIteration)
+        if self.pulled_by_loop and stop:
+            converted = ExceptionValue(RuntimeError, [ConstantValue("generator raised StopIteration")])
+            converted.set_cause(exception)
+            converted.context = exception
+            return PythonError(converted, reraise=True)  # its context is set, as CPython's
+        if self.pulled_by_loop or self.managed and not stop:
+            return error
+        plain = GraphBreak(error.reason)
+        plain.frames, plain.user_stack = error.frames, error.user_stack
+        return plain
 
     def catch(self, error: PythonError, checkpoint: Checkpoint) -> bool:
         """Unwind to the handler of this frame's exception table that protects the current instruction.

@@ -21,6 +21,7 @@ from ..errors import GraphBreak
 from .base import Value
 from .constant import ConstantValue
 from .containers import IteratorValue, TupleValue
+from .exceptions import PythonError
 
 
 def iterator_of(tx, value: Value) -> Value:
@@ -112,9 +113,17 @@ class GeneratorValue(PullIterator):
     @property
     def return_value(self) -> Value:
         """What the generator returned (``StopIteration.value``; the result of ``yield from`` it)."""
-        return self.tracer.return_value if self.done else ConstantValue(None)
+        returned = self.tracer.return_value
+        return returned if self.done and returned is not None else ConstantValue(None)
 
-    def next_item(self, tx):
+    def next_item(self, tx, exact: bool = False):
+        """The next item, or None once it returned.
+
+        ``exact``: the consumer is a ``for`` loop, which CPython leaves with what the generator
+        raises (the generator is then finished), so that may reach a handler of the consumer's
+        frame (``Tracer.step``); any other consumer may hold items where CPython's C code does
+        not, so what the generator raises is a break for it.
+        """
         if self.done:
             return None
         if self.broken:
@@ -127,6 +136,7 @@ class GeneratorValue(PullIterator):
         pulled = len(frame.yielded)
         self.running = True
         handled = tx.ctx.exc_info
+        frame.pulled_by_loop = exact
         try:
             while len(frame.yielded) == pulled:
                 frame.step()
@@ -134,13 +144,17 @@ class GeneratorValue(PullIterator):
                     self.done = True
                     return None
         except GraphBreak as e:
-            self.broken = True
+            if exact and isinstance(e, PythonError):
+                self.done = True  # it raised to its loop: finished, as eager's
+            else:
+                self.broken = True
             tx.ctx.exc_info = handled  # a break inside one of its handlers leaves it there
             if not e.user_stack:
                 e.user_stack = frame.user_stack()
             raise
         finally:
             self.running = False
+            frame.pulled_by_loop = False
         return frame.yielded[-1]
 
     def throw(self, tx, exception) -> Value | None:
