@@ -17,7 +17,8 @@ import torch
 #: Families whose programs break on purpose (a tensor's value read into Python) for both engines: they
 #: check what a break keeps (results, inputs, globals, printed text), not the graph count.
 BREAK_BY_DESIGN = ("across_breaks", "breaks_inside")
-FAMILIES = ("objects", "dunders", "records", "builtins_", "stdlib", "exceptions", "control", "state", "traps", "iteration", "handlers", "protocols", "across_breaks", "breaks_inside")
+FAMILIES = ("objects", "dunders", "records", "builtins_", "stdlib", "exceptions", "control", "state", "traps",
+            "iteration", "handlers", "protocols", "across_breaks", "breaks_inside")
 
 
 @dataclasses.dataclass

@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from . import construct, x4, x23, xy
+from . import construct, x23, xy
 
 SCALE = 3
 

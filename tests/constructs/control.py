@@ -3,7 +3,7 @@ import dataclasses
 
 import torch
 
-from . import construct, x4, xy
+from . import construct, xy
 
 
 @dataclasses.dataclass

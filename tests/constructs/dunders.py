@@ -1,9 +1,7 @@
 """Dunder methods of user objects: operators, comparisons, containers, truth, calls."""
 import functools
 
-import torch
-
-from . import construct, x4, xy
+from . import construct, xy
 
 
 class Vec:

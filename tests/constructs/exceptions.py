@@ -3,7 +3,7 @@ import contextlib
 
 import torch
 
-from . import construct, x4, xy
+from . import construct
 
 
 class ShapeError(ValueError):

@@ -3,8 +3,6 @@ import contextlib
 import io
 import sys
 
-import torch
-
 from . import construct
 
 

@@ -1,8 +1,6 @@
 """Iteration order and laziness: what iterators consume, when side effects happen, short-circuits."""
 import itertools
 
-import torch
-
 from . import construct
 
 
@@ -172,7 +170,7 @@ def unpack_generator(x):
 @construct()
 def unpack_too_many_caught(x):
     try:
-        a, b = [x, x, x]
+        a, _ = [x, x, x]
     except ValueError as e:
         return x + 1, str(e)
     return a

@@ -3,9 +3,7 @@ import abc
 import collections.abc
 import numbers
 
-import torch
-
-from . import construct, x4, xy
+from . import construct, xy
 
 
 class Scaler:

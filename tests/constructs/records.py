@@ -6,7 +6,7 @@ import typing
 
 import torch
 
-from . import construct, x4, xy
+from . import construct, xy
 
 
 class Output(collections.OrderedDict):

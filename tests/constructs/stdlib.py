@@ -8,7 +8,7 @@ import operator
 
 import torch
 
-from . import construct, x4, xy
+from . import construct, xy
 
 
 def scale(t, k=1, *, shift=0):
@@ -398,7 +398,8 @@ def math_integer_functions(x):
 
 @construct()
 def math_float_functions(x):
-    return x * math.hypot(3, 4), math.trunc(-2.7), math.exp(0), math.log2(8), math.inf > 1e300, math.dist((0, 0), (3, 4))
+    return (x * math.hypot(3, 4), math.trunc(-2.7), math.exp(0), math.log2(8), math.inf > 1e300,
+            math.dist((0, 0), (3, 4)))
 
 
 @construct()

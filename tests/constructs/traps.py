@@ -16,7 +16,7 @@ def xs(s):
 
 @construct()
 def equal_keys_merge(x):
-    d = {1: "a", True: "b", 1.0: "c"}
+    d = {1: "a", True: "b", 1.0: "c"}  # noqa: F601 (the construct: equal keys merge)
     return x + len(d), d, list(d)[0] is True
 
 
