@@ -21,7 +21,7 @@ from .module import ModuleValue
 from .numpy_ns import is_numpy_array, numpy_operator
 from .enums import EnumMemberValue
 from .instance_dicts import NewInstanceDictValue
-from .objects import ObjectValue, class_lookup
+from .objects import _MISSING as _MISSING_ATTR, ObjectValue, class_lookup
 from .subclasses import NamedTupleValue
 from .symbolic import SymNumberValue
 from .tensor import TensorValue
@@ -40,6 +40,8 @@ COMPARE = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operato
 
 def binary_op(tx, symbol: str, a: Value, b: Value) -> Value:
     fn = BINARY[symbol]
+    if _object_class(a) is not None or _object_class(b) is not None:
+        return _user_binary(tx, symbol, a, b)
     if is_numpy_array(a) or is_numpy_array(b):
         return numpy_operator(tx, fn, [a, b], f"`{symbol}`")
     if isinstance(a, TensorValue) or isinstance(b, TensorValue):
@@ -104,6 +106,8 @@ def compare_op(tx, symbol: str, a: Value, b: Value) -> Value:
         return tx.graph.call("call_function", fn, _ints(a, b), {}, f"`{symbol}`")
     if a.is_constant() and b.is_constant():
         return ConstantValue(fn(a.as_constant(), b.as_constant()))
+    if symbol in _ORDERING and (_object_class(a) is not None or _object_class(b) is not None):
+        return _user_dispatch(tx, f"`{symbol}`", a, b, *_ORDERING[symbol])
     if symbol in ("==", "!="):
         if _defines_equality(a) or _defines_equality(b):
             return _rich_equality(tx, symbol, a, b)
@@ -165,7 +169,7 @@ def _equality_method(tx, name: str, left: Value, right: Value) -> Value:
             return result
         return ConstantValue(not result.truth(tx))
     if type(method) is types.FunctionType:
-        return left.getattr(tx, name).call(tx, [right], {})
+        return _call_method(tx, left, name, [right], f"`{name}`")
     raise GraphBreak(f"`{name}` of {left.describe()} is not a Python function; `==` on it is not captured")
 
 
@@ -263,6 +267,8 @@ def contains_op(tx, item: Value, container: Value) -> bool:
 
 def unary_op(tx, symbol: str, fn, value: Value) -> Value:
     """A unary operator (``-x``, ``+x``, ``~x``) on one value."""
+    if _object_class(value) is not None:
+        return call_dunder(tx, value, _UNARY_DUNDERS[symbol], [], f"unary `{symbol}`")
     if is_numpy_array(value):
         return numpy_operator(tx, fn, [value], f"unary `{symbol}`")
     if isinstance(value, (TensorValue, SymNumberValue)):
@@ -271,3 +277,93 @@ def unary_op(tx, symbol: str, fn, value: Value) -> Value:
         return ConstantValue(fn(value.as_constant()))
     raise GraphBreak(f"unary `{symbol}` on {value.describe()}")
 
+
+
+#: Binary operator -> (method, reflected method), CPython's ``nb_*`` slots.
+_BINARY_DUNDERS = {
+    "+": ("__add__", "__radd__"), "-": ("__sub__", "__rsub__"), "*": ("__mul__", "__rmul__"),
+    "/": ("__truediv__", "__rtruediv__"), "//": ("__floordiv__", "__rfloordiv__"), "%": ("__mod__", "__rmod__"),
+    "**": ("__pow__", "__rpow__"), "@": ("__matmul__", "__rmatmul__"), "&": ("__and__", "__rand__"),
+    "|": ("__or__", "__ror__"), "^": ("__xor__", "__rxor__"), "<<": ("__lshift__", "__rlshift__"),
+    ">>": ("__rshift__", "__rrshift__"),
+}
+#: Ordering comparison -> (method, reflected method).
+_ORDERING = {"<": ("__lt__", "__gt__"), "<=": ("__le__", "__ge__"), ">": ("__gt__", "__lt__"),
+             ">=": ("__ge__", "__le__")}
+_UNARY_DUNDERS = {"-": "__neg__", "+": "__pos__", "~": "__invert__"}
+#: ``object``'s ordering methods (they answer NotImplemented to any other object).
+_OBJECT_SLOTS = {name: object.__dict__[name] for name in ("__lt__", "__le__", "__gt__", "__ge__")}
+
+
+def _user_binary(tx, symbol: str, a: Value, b: Value) -> Value:
+    """``a <symbol> b`` with a user object on either side: CPython's ``binary_op1`` over their methods
+    (``__iadd__`` first for ``+=``, then ``__add__``, then the right operand's ``__radd__``)."""
+    base = symbol.rstrip("=")
+    forward, reflected = _BINARY_DUNDERS[base]
+    if symbol != base and _object_class(a) is not None:
+        result = _method_result(tx, a, "__i" + forward[2:], b)
+        if not _is_not_implemented(result):
+            return result
+    return _user_dispatch(tx, f"`{symbol}`", a, b, forward, reflected)
+
+
+def _user_dispatch(tx, what: str, a: Value, b: Value, forward: str, reflected: str) -> Value:
+    """The left operand's ``forward`` method, then the right one's ``reflected`` (first when its class is
+    a proper subclass of the left's that overrides it); both NotImplemented is a TypeError."""
+    order = [(a, forward, b), (b, reflected, a)]
+    ca, cb = _object_class(a), _object_class(b)
+    if ca is not None and cb is not None and cb is not ca and issubclass(cb, ca) \
+            and class_lookup(cb, reflected) is not class_lookup(ca, reflected):
+        order.reverse()
+    for left, name, right in order:
+        result = _method_result(tx, left, name, right)
+        if not _is_not_implemented(result):
+            return result
+    raise GraphBreak(f"{what} between {a.describe()} and {b.describe()}: no method of theirs answers (TypeError "
+                     "at run time)")
+
+
+def _is_not_implemented(result: Value | None) -> bool:
+    return result is None or result.is_constant() and result.as_constant() is NotImplemented
+
+
+def _method_result(tx, value: Value, name: str, other: Value) -> Value | None:
+    """What ``type(value).<name>(value, other)`` returns; None where the class has no such method (or, for
+    a value that is not a user object, where its type answers NotImplemented to a user object)."""
+    cls = _object_class(value)
+    if cls is None:
+        if value.is_constant() and type(value.as_constant()) in _SCALARS or isinstance(value, TensorValue):
+            if isinstance(value, TensorValue) and _object_class(other) is not None \
+                    and class_lookup(_object_class(other), "__torch_function__") is not _MISSING_ATTR:
+                raise GraphBreak(f"an operator between a tensor and {other.describe()}, which has a "
+                                 "__torch_function__")
+            return None  # int.__add__(3, obj) and Tensor.__add__(t, obj) answer NotImplemented
+        raise GraphBreak(f"an operator between {value.describe()} and {other.describe()} is not supported")
+    return call_dunder(tx, value, name, [other], f"`{name}`", missing_ok=True)
+
+
+def call_dunder(tx, value: Value, name: str, args: list[Value], what: str, missing_ok: bool = False):
+    """``type(value).<name>(value, *args)`` for a user object whose class defines it in Python (inlined);
+    None when it is missing and ``missing_ok``; a break for a C method or a missing one."""
+    cls = _object_class(value)
+    method = class_lookup(cls, name)
+    if method is _MISSING_ATTR or method is None:
+        if missing_ok:
+            return None
+        raise GraphBreak(f"{what} on {value.describe()}: its class has no {name} (TypeError at run time)")
+    if method is _OBJECT_SLOTS.get(name):
+        if missing_ok:
+            return ConstantValue(NotImplemented)  # object's own rich comparisons answer NotImplemented
+        raise GraphBreak(f"{what} on {value.describe()}: its class has no {name} (TypeError at run time)")
+    if type(method) is not types.FunctionType:
+        raise GraphBreak(f"{what} on {value.describe()}: its {name} is a {type(method).__name__}, not a Python "
+                         "function")
+    return _call_method(tx, value, name, list(args), what)
+
+
+def _call_method(tx, value: Value, name: str, args: list[Value], what: str) -> Value:
+    """The class's Python method ``name`` on ``value``: looked up on the type, as CPython's slots are (an
+    instance attribute of that name changes nothing); enum members and named tuples bind their own."""
+    if isinstance(value, ObjectValue):
+        return value.call_special(tx, name, args, what)
+    return value.getattr(tx, name).call(tx, args, {})
