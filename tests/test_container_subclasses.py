@@ -308,13 +308,6 @@ class Settings:
     pair: Pair = Pair(1, 2)
 
 
-def _asdict_is_modelled() -> bool:
-    from dynacap import trace_rules
-
-    return trace_rules.lookup("dataclasses.asdict") is not None
-
-
-@pytest.mark.skipif(not _asdict_is_modelled(), reason="needs the dataclasses.asdict rule (requests-objects.md)")
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_dataclasses_asdict(backend):
     def f(x):

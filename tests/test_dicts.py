@@ -217,15 +217,6 @@ def test_fromkeys_views_hash_and_vars(backend):
     assert_fully_captured(fn, torch.ones(2))
 
 
-def _sort_takes_keywords() -> bool:
-    import inspect
-
-    from dynacap.values import functions
-
-    return "sort_list" in inspect.getsource(functions.ContainerMethodValue.call)
-
-
-@pytest.mark.skipif(not _sort_takes_keywords(), reason="needs list.sort in ContainerMethodValue (requests-objects.md)")
 def test_list_sort_with_a_key():
     def fn(x):
         items = [3, 1, 2]

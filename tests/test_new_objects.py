@@ -9,13 +9,11 @@ mutated inputs, printed text, exceptions), then graph counts.
 """
 import collections.abc
 import dataclasses
-import inspect
 
 import pytest
 import torch
 
 import dynacap
-from dynacap.values import iterators
 from differential import CountingBackend, assert_fully_captured, explain_captured, run_differential
 
 BACKENDS = ["eager", "aot_eager"]
@@ -791,10 +789,6 @@ class Shifted:
             yield x + 1
 
 
-_LAZY_ITER = ".iterator" in inspect.getsource(iterators.iterator_of) or "\"iterator\"" in inspect.getsource(
-    iterators.iterator_of)
-
-
 class Logged:
     def __init__(self, log):
         self.log = log
@@ -817,7 +811,6 @@ def test_a_generator_iter_method_interleaves_with_the_loop_body_as_eager(backend
     run_differential(f, torch.ones(2), backend=CountingBackend(inner=backend))
 
 
-@pytest.mark.skipif(not _LAZY_ITER, reason="needs iterators.iterator_of to ask ObjectValue.iterator (requests-objects.md)")
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_iterating_sequences_and_generator_iter_methods(backend):
     def f(x):
