@@ -152,8 +152,6 @@ WRONG_WITH_BREAKS = {
                                        "break (eager: True)",
     "globals_write": "WRONG RESULT: `globals()['WRITTEN'] = 5; return x * WRITTEN` gives x * 0 (eager: x * 5): "
                      "the global is read before the eager write",
-    "exception_notes": "WRONG RESULT: raises AttributeError: 'ValueError' object has no attribute '__notes__' "
-                       "(eager: ['more']): the break at `e.add_note` and the raise see two objects",
 }
 
 
