@@ -20,8 +20,7 @@ import itertools
 
 from ..errors import GraphBreak
 from .base import Value
-from .constant import ConstantValue
-from .containers import DictValue, DictViewValue, IteratorValue, ListValue, TupleValue
+from .containers import DictValue, DictViewValue, IteratorValue, ListValue
 
 
 class LiveIteratorValue(IteratorValue):
@@ -150,12 +149,7 @@ class DictIteratorValue(SizedIteratorValue):
         return list(self.dict_value.items)
 
     def container_items(self) -> list[Value]:
-        d = self.dict_value.items
-        if self.kind == "keys":
-            return [ConstantValue(k) for k in d]
-        if self.kind == "values":
-            return list(d.values())
-        return [TupleValue([ConstantValue(k), v]) for k, v in d.items()]
+        return DictViewValue(self.dict_value, self.kind).items  # the view's items, as they are now
 
 
 class SetIteratorValue(SizedIteratorValue):
