@@ -281,14 +281,14 @@ def main(argv=None) -> int:
     dynacap.optimize(lambda x: x * 2, backend="eager", dynamic=True)(torch.randn(3))
     compile_with("torch.compile", lambda x: x + 1)(torch.randn(2))
 
+    if args.capture:
+        print_capture_times(repeats)
+        return 0
     print("ns per guarded constant (per-call time at N guards minus at 0, / N)")
     for engine, row in per_guard(repeats).items():
         print(f"  {engine:<17} " + "  ".join(f"N={n}: {v:7.1f}" for n, v in row.items())
               + f"   (1,000 guards: {row[1000]:.1f} µs)")
     if args.per_guard:
-        return 0
-    if args.capture:
-        print_capture_times(repeats)
         return 0
     print("x + BIG[7], a 30,000-item global list")
     for engine, row in big_list(repeats).items():
