@@ -34,10 +34,7 @@ from fuzz.runner import run_program
 CI_SEED = 7_000_000
 CI_PROGRAMS = 125  # the issue-8 families take longer: 125 programs take about what 200 of grammar v1 took
 #: production -> why it is off in the CI run (a finding not fixed yet in dynacap).
-KNOWN_ENGINE_BUGS: dict[str, str] = {
-    "user_object": "F8 in docs/fuzz-findings.md: an int then a tensor under one source (Acc.add(v)): internal "
-                   "error in automatic dynamic",
-}
+KNOWN_ENGINE_BUGS: dict[str, str] = {}
 
 
 def test_fuzz_ci_run():
