@@ -83,3 +83,20 @@ def test_equality_of_frame_objects_with_their_own_eq():
     run_differential(f, torch.zeros(2), Point(1), Point(2))
     p = Point(3)
     run_differential(f, torch.zeros(2), p, p)
+
+
+def test_equality_of_containers_compares_contents():
+    """An OrderedDict or defaultdict equal to a dict, a dict's keys/items views equal to sets: contents,
+    never identity (all were False under capture; found by the construct suite)."""
+    import collections
+
+    def f(x):
+        d = {"a": 1, "b": 2}
+        a = collections.OrderedDict([("a", 1), ("b", 2)])
+        dd = collections.defaultdict(int, {"a": 1})
+        return x + torch.tensor([d.keys() == {"a", "b"}, d.items() == {("a", 1), ("b", 2)}, a == {"b": 2, "a": 1},
+                                 dd == {"a": 1}, a == collections.OrderedDict([("b", 2), ("a", 1)]),
+                                 d.values() == d.values(), d.keys() == ["a", "b"], {1, 2} == [1, 2]])
+
+    run_differential(f, torch.zeros(8))
+    assert_fully_captured(f, torch.zeros(8))

@@ -6,6 +6,7 @@ concatenation and repetition build new containers.
 """
 from __future__ import annotations
 
+import collections
 import operator
 import types
 
@@ -111,10 +112,46 @@ def compare_op(tx, symbol: str, a: Value, b: Value) -> Value:
     if symbol in ("==", "!="):
         if _defines_equality(a) or _defines_equality(b):
             return _rich_equality(tx, symbol, a, b)
+        real_a, real_b = _real_constant(a), _real_constant(b)
+        if real_a is not _UNKNOWN and real_b is not _UNKNOWN:
+            return ConstantValue(fn(real_a, real_b))
         same = identical(a, b)
-        if same is not None:
+        if same is True or same is False and _equal_only_if_identical(a, b):
             return ConstantValue(same if symbol == "==" else not same)
     raise GraphBreak(f"comparing {a.describe()} {symbol} {b.describe()} is not supported")
+
+
+_UNKNOWN = object()
+
+
+def _real_constant(v: Value):
+    """The object ``v`` stands for, rebuilt from constants so that ``==`` can run on it (a dict keeps its
+    type: an OrderedDict compares in order with another one); ``_UNKNOWN`` when it holds other values."""
+    try:
+        if v.is_constant():
+            return v.as_constant()
+        if isinstance(v, DictValue) and all(item.is_constant() for item in v.items.values()) \
+                and v.dict_type in (dict, collections.OrderedDict, collections.defaultdict):
+            items = {k: item.as_constant() for k, item in v.items.items()}
+            return collections.OrderedDict(items) if v.dict_type is collections.OrderedDict else items
+        if isinstance(v, DictViewValue) and _real_constant(v.dict_value) is not _UNKNOWN:
+            return getattr(dict(_real_constant(v.dict_value)), v.kind)()
+    except GraphBreak:
+        pass
+    return _UNKNOWN
+
+
+def _equal_only_if_identical(a: Value, b: Value) -> bool:
+    """Whether two objects that are not the same one are unequal: neither type compares contents
+    (``object.__eq__`` on both sides, or a built-in scalar against a user object)."""
+    def by_identity(v, other):
+        cls = _object_class(v)
+        if cls is not None:
+            return not _defines_equality(v)
+        if v.is_constant() and type(v.as_constant()) in _SCALARS:
+            return _object_class(other) is not None
+        return isinstance(v, (ModuleValue,))
+    return by_identity(a, b) and by_identity(b, a)
 
 
 _OBJECT_EQ, _OBJECT_NE = object.__dict__["__eq__"], object.__dict__["__ne__"]

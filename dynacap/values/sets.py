@@ -442,6 +442,8 @@ def compare(tx, symbol: str, a: Value, b: Value) -> Value | None:
         return ConstantValue(COMPARE[symbol](_as_set(tx, a).keys, _as_set(tx, b).keys))
     other = b if is_set_like(a) else a
     if symbol in ("==", "!=") and other.is_constant():
-        # A set is never equal to a non-set constant (both sides return NotImplemented: identity).
-        return ConstantValue(symbol == "!=")
+        # Run for real: a dict's keys and items views equal sets; any other non-set constant never does.
+        left = _as_set(tx, a).keys if other is b else other.as_constant()
+        right = _as_set(tx, b).keys if other is a else other.as_constant()
+        return ConstantValue(COMPARE[symbol](left, right))
     return None
