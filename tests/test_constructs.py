@@ -31,15 +31,9 @@ INTERNAL_ERROR = "dynacap: internal error"
 
 #: Wrong results under fullgraph (also in /work/coord/requests-constructs.md), written by hand: the
 #: generated table gives these reasons to the programs instead of the bare assertion message.  The
-#: first three found (`==` on objects made in the trace, a dict grown while iterated, islice pulling
-#: one item too many) were fixed in the session that found them.
-WRONG_RESULTS: dict = {
-    "mapping_equality_across_types":
-        "WRONG RESULT: `OrderedDict(a=1, b=2) == {'b': 2, 'a': 1}` and `defaultdict(int, a=1) == {'a': 1}` are "
-        "False under dynacap (eager: True)",
-    "equality_views": "WRONG RESULT: `d.keys() == {'a', 'b'}` and `d.items() == {('a', 1), ('b', 2)}` are False "
-                      "under dynacap (eager: True)",
-}
+#: first found (`==` on objects made in the trace, a dict grown while iterated, islice pulling one
+#: item too many, container equality) were fixed in the session that found them.
+WRONG_RESULTS: dict = {}
 
 
 class InternalError(AssertionError):
@@ -148,8 +142,6 @@ WRONG_WITH_BREAKS = {
                                   "break (eager: the rest of the reversed list)",
     "zip_of_iterator_across_break": "WRONG RESULT: raises TypeError: 'tuple' object is not an iterator after the "
                                     "break (eager: the rest of zip(it, it))",
-    "ordereddict_equality_is_ordered": "WRONG RESULT: `OrderedDict == dict` with equal items is False after the "
-                                       "break (eager: True)",
     "globals_write": "WRONG RESULT: `globals()['WRITTEN'] = 5; return x * WRITTEN` gives x * 0 (eager: x * 5): "
                      "the global is read before the eager write",
 }

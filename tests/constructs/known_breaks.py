@@ -157,8 +157,6 @@ KNOWN_BREAKS: Dict[str, str] = {
         'call to cache, which dynacap does not capture (skipped file)',
     "filterfalse_and_zip_longest_default":
         'creating a filterfalse object in captured code: it derives from the built-in class filterfalse',
-    "ordereddict_equality_is_ordered":
-        'comparing OrderedDict of 2 == OrderedDict of 2 is not supported',
     "counter_subtract_and_total":
         'call to Counter.subtract, which dynacap does not capture (skipped file)',
     "chainmap_new_child_writes":
@@ -176,9 +174,6 @@ KNOWN_BREAKS: Dict[str, str] = {
     "operator_length_hint_and_concat":
         'call to `_operator.length_hint`, a function dynacap cannot look inside; it runs eagerly (wrap it'
         ' with dynacap.disable, or use a torch operation instead)',
-    "mapping_equality_across_types":
-        "WRONG RESULT: `OrderedDict(a=1, b=2) == {'b': 2, 'a': 1}` and `defaultdict(int, a=1) == {'a': "
-        '1}` are False under dynacap (eager: True)',
     "attribute_error_caught":
         "tensors have no attribute 'no_such_attribute'",
     "zero_division_caught":
@@ -200,9 +195,6 @@ KNOWN_BREAKS: Dict[str, str] = {
     "requires_grad_state":
         '`tensor.requires_grad_()` makes a tensor require grad, which a graph cannot do for its backends;'
         ' it runs eagerly between two graphs',
-    "equality_views":
-        "WRONG RESULT: `d.keys() == {'a', 'b'}` and `d.items() == {('a', 1), ('b', 2)}` are False under "
-        'dynacap (eager: True)',
     "equality_records_across_types":
         'call to namedtuple, which dynacap does not capture (skipped file)',
     "zip_consumes_extra":
