@@ -136,8 +136,6 @@ WRONG_WITH_BREAKS = {
                                "on `reversed(xs)` (eager: 3)",
     "zip_across_break": "WRONG RESULT: raises TypeError: 'tuple' object is not an iterator after the break "
                         "(eager: the rest of the zip)",
-    "enumerate_across_break": "WRONG RESULT: raises TypeError: 'tuple' object is not an iterator after the break "
-                              "(eager: the rest of the enumerate)",
     "reversed_list_across_break": "WRONG RESULT: raises TypeError: 'tuple' object is not an iterator after the "
                                   "break (eager: the rest of the reversed list)",
     "zip_of_iterator_across_break": "WRONG RESULT: raises TypeError: 'tuple' object is not an iterator after the "

@@ -137,3 +137,17 @@ def test_iterator_held_across_a_break():
         return x + first, list(it)
 
     run_differential(f, torch.zeros(2))
+
+
+def test_zip_and_enumerate_of_fixed_items_are_iterators_across_a_break():
+    """``next()`` on a zip or enumerate over tuples, strings or ranges, then a break: the rest is an iterator
+    (it was rebuilt as a tuple: TypeError at the next ``next()``)."""
+    def f(x):
+        z = zip((1, 2, 3), "abc")
+        e = enumerate("abc", 1)
+        first = next(z)
+        next(e)
+        print("break")
+        return x * first[0], list(z), list(e), next(zip(range(3), (4, 5)))
+
+    run_differential(f, torch.ones(2))

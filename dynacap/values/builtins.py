@@ -322,7 +322,23 @@ def _enumerate(tx, args, kwargs):
     start = kwargs.get("start", args[1] if len(args) > 1 else ConstantValue(0)).as_constant()
     if is_lazy(args[0]):
         return EnumerateValue(args[0], start)
-    return TupleValue([TupleValue([ConstantValue(start + i), v]) for i, v in enumerate(args[0].iterate(tx))])
+    rows = [TupleValue([ConstantValue(start + i), v]) for i, v in enumerate(args[0].iterate(tx))]
+    return _rows_iterator(rows, args[:1])
+
+
+def _rows_iterator(rows: list, iterables: list) -> Value:
+    """What ``zip``/``enumerate`` over items known now return: an iterator (``next()`` works on it, and it
+    is rebuilt as one after a break) when no iterable can change before the rows are read (tuples, strings,
+    ranges); else the rows, which only a ``for`` loop or a consumer reads at once (``next()`` on them breaks:
+    eager's iterator would see a list changed in between)."""
+    from .containers import DictViewValue
+
+    def fixed(v):
+        if isinstance(v, TupleValue) and not isinstance(v, DictViewValue):
+            return True
+        return v.is_constant() and type(v.as_constant()) in (str, bytes, tuple, range, frozenset)
+
+    return IteratorValue(rows) if all(fixed(v) for v in iterables) else TupleValue(rows)
 
 
 def _zip(tx, args, kwargs):
@@ -337,7 +353,7 @@ def _zip(tx, args, kwargs):
     columns = [a.iterate(tx) for a in args]
     if strict.as_constant() and len({len(c) for c in columns}) > 1:
         raise GraphBreak("zip(strict=True) of arguments of different lengths (ValueError at run time)")
-    return TupleValue([TupleValue(list(row)) for row in zip(*columns)])
+    return _rows_iterator([TupleValue(list(row)) for row in zip(*columns)], args)
 
 
 def _map(tx, args, kwargs):
