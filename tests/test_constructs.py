@@ -132,14 +132,6 @@ WRONG_WITH_BREAKS = {
                        "resumed frame of `sorted(..., key=functools.cmp_to_key(...))`",
     "zip_consumes_extra": "WRONG RESULT: raises StopIteration at `next(it)` after `list(zip(it, [10]))` "
                           "(eager: `it` still holds 3)",
-    "reversed_after_mutation": "WRONG RESULT: raises TypeError: 'tuple' object is not an iterator at `next(r)` "
-                               "on `reversed(xs)` (eager: 3)",
-    "zip_across_break": "WRONG RESULT: raises TypeError: 'tuple' object is not an iterator after the break "
-                        "(eager: the rest of the zip)",
-    "reversed_list_across_break": "WRONG RESULT: raises TypeError: 'tuple' object is not an iterator after the "
-                                  "break (eager: the rest of the reversed list)",
-    "zip_of_iterator_across_break": "WRONG RESULT: raises TypeError: 'tuple' object is not an iterator after the "
-                                    "break (eager: the rest of zip(it, it))",
     "globals_write": "WRONG RESULT: `globals()['WRITTEN'] = 5; return x * WRITTEN` gives x * 0 (eager: x * 5): "
                      "the global is read before the eager write",
 }

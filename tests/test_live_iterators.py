@@ -151,3 +151,18 @@ def test_zip_and_enumerate_of_fixed_items_are_iterators_across_a_break():
         return x * first[0], list(z), list(e), next(zip(range(3), (4, 5)))
 
     run_differential(f, torch.ones(2))
+
+
+def test_zip_and_reversed_of_a_list_kept_across_a_break_run_eagerly():
+    """Over a list, eager's zip/reversed would see the list change before the rest is read: one kept
+    across a break is not rebuilt from the rows (it was a tuple: TypeError), the frame runs eagerly."""
+    def f(x):
+        l = [1, 2, 3]
+        z = zip(l, "abc")
+        r = reversed(l)
+        l[0] = 100
+        first = next(z)
+        print("break")
+        return x * first[0], list(z), next(r), list(r)
+
+    run_differential(f, torch.ones(2))

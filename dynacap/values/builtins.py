@@ -338,7 +338,17 @@ def _rows_iterator(rows: list, iterables: list) -> Value:
             return True
         return v.is_constant() and type(v.as_constant()) in (str, bytes, tuple, range, frozenset)
 
-    return IteratorValue(rows) if all(fixed(v) for v in iterables) else TupleValue(rows)
+    return IteratorValue(rows) if all(fixed(v) for v in iterables) else RowsValue(rows)
+
+
+class RowsValue(TupleValue):
+    """The rows of a ``zip``/``enumerate``/``reversed`` over a list, read at once by a ``for`` loop or a
+    consumer.  The iterator eager has would see the list change in between, so one kept across a graph
+    break, returned or stored is never rebuilt (the frame runs eagerly)."""
+
+    def reconstruct(self, cg):
+        raise GraphBreak("a zip, enumerate or reversed object over a list is used after the graph (the function "
+                         "runs eagerly)")
 
 
 def _zip(tx, args, kwargs):
@@ -372,7 +382,7 @@ def _filter(tx, args, kwargs):
 def _reversed(tx, args, kwargs):
     if isinstance(args[0], (IteratorValue, PullIterator)):
         raise GraphBreak(f"reversed() of {args[0].describe()} (TypeError at run time)")
-    return TupleValue(list(reversed(args[0].iterate(tx))))
+    return _rows_iterator(list(reversed(args[0].iterate(tx))), args[:1])
 
 
 def dict_items(tx, args, kwargs) -> dict:
