@@ -17,6 +17,7 @@ from __future__ import annotations
 from bytecode import Instr
 
 from ..source import Source, SourceCode
+from ..values.base import Value
 
 
 _NO_ARG = object()
@@ -127,6 +128,18 @@ class Emitter:
 
     def load_const(self, value) -> None:
         self.append("LOAD_CONST", value)
+
+    def call(self, fn, *args) -> None:
+        """Push ``fn(*args)``: ``fn`` a constant, each argument a value (rebuilt) or a constant."""
+        self.append("PUSH_NULL")
+        self.load_const(fn)
+        for arg in args:
+            if isinstance(arg, Value):
+                arg.reconstruct(self)
+            else:
+                self.load_const(arg)
+        self.append("PRECALL", len(args))
+        self.append("CALL", len(args))
 
     def load_tensor(self, tensor_value) -> None:
         """Push a tensor: from its source if it is an input or parameter, else from the graph's outputs."""

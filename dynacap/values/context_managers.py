@@ -83,12 +83,7 @@ class ObjectExitValue(Value):
         if self.manager.source is None:
             raise GraphBreak(f"a graph break inside a `with` block on {self.manager.describe()} (made while "
                              "capturing): the function runs eagerly")
-        cg.append("PUSH_NULL")
-        cg.load_const(types.MethodType)
-        cg.load_const(self.fn)
-        self.manager.reconstruct(cg)
-        cg.append("PRECALL", 2)
-        cg.append("CALL", 2)
+        cg.call(types.MethodType, self.fn, self.manager)
 
 
 class _ModelExitValue(Value):

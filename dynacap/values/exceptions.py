@@ -125,12 +125,7 @@ class ExceptionValue(Value):
         if self.raised or self.attributes or self.suppress_context:
             raise GraphBreak(f"{self.describe()}, raised while capturing, is used after the graph (the "
                              "function runs eagerly)")
-        cg.append("PUSH_NULL")
-        cg.load_const(self.cls)
-        for arg in self.args:
-            arg.reconstruct(cg)
-        cg.append("PRECALL", len(self.args))
-        cg.append("CALL", len(self.args))
+        cg.call(self.cls, *self.args)
 
     def constant_args(self) -> tuple | None:
         if all(a.is_constant() for a in self.args):

@@ -71,13 +71,7 @@ class LiveIteratorValue(IteratorValue):
             cg.append("GET_ITER")
             return
         # islice skips the items already read at its first next(), then reads the live container.
-        cg.append("PUSH_NULL")
-        cg.load_const(itertools.islice)
-        self.container.reconstruct(cg)
-        cg.load_const(self.position)
-        cg.load_const(None)
-        cg.append("PRECALL", 3)
-        cg.append("CALL", 3)
+        cg.call(itertools.islice, self.container, self.position, None)
 
     def check_unchanged(self) -> None:
         """Raise where the iterator's next answer depends on a change only CPython's table knows."""

@@ -550,12 +550,7 @@ class GenericGetattrValue(Value):
         if self.bound is None:
             cg.load_const(object.__getattribute__)
             return
-        cg.append("PUSH_NULL")
-        cg.load_const(types.MethodType)
-        cg.load_const(object.__getattribute__)
-        self.bound.reconstruct(cg)
-        cg.append("PRECALL", 2)
-        cg.append("CALL", 2)
+        cg.call(types.MethodType, object.__getattribute__, self.bound)
 
 
 class GenericSetattrValue(Value):
