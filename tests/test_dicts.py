@@ -239,3 +239,15 @@ def test_dict_keyed_by_classes_from_the_frame():
 
     run_differential(fn, torch.ones(2), dict)
     assert_fully_captured(fn, torch.ones(2), dict)
+
+
+def test_a_break_inside_a_sort_key_is_not_taken_for_the_sorts_result():
+    """A key that breaks (``.item()``) is called back by the sort, not by the traced CALL: the break
+    must not resume inside it as if its value were the CALL's (``sorted`` returned the key's float;
+    fuzz seeds 8000240, 8000278)."""
+    def f(x, y):
+        items = [x, y]
+        items.sort(key=lambda e: e.abs().sum().item(), reverse=True)
+        return items, sorted([x, y], key=lambda e: e.sum().item()), max([x, y], key=lambda e: e.sum().item())
+
+    run_differential(f, torch.randn(3), torch.randn(3) * 5)

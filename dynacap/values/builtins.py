@@ -20,7 +20,7 @@ from .base import Value, constant_args
 from .constant import ConstantValue
 from .containers import DictValue, IteratorValue, ListValue, SequenceValue, TupleValue
 from .functions import make_partial
-from .iterators import EnumerateValue, FilterValue, MapValue, PullIterator, ZipValue, is_lazy, iterator_of
+from .iterators import EnumerateValue, FilterValue, MapValue, PullIterator, ZipValue, call_back, is_lazy, iterator_of
 
 _EFFECTFUL = {"print", "input", "open", "exec", "eval", "compile", "breakpoint", "exit", "quit", "delattr", "globals", "locals", "vars", "id", "iter", "next", "super", "__import__", "help"}
 
@@ -455,7 +455,7 @@ def _minmax(fn):
 
 def _ranked(tx, items: list[Value], key: Value, what: str) -> list:
     """``key(item)`` for each item, in order (as eager calls it), as constants to compare."""
-    ranks = [key.call(tx, [item], {}) for item in items]
+    ranks = [call_back(tx, key, [item]) for item in items]
     if not all(r.is_constant() for r in ranks):
         raise GraphBreak(f"{what} with a key giving values not known at capture time")
     return [r.as_constant() for r in ranks]

@@ -219,8 +219,10 @@ class EnumerateValue(PullIterator):
         return TupleValue([ConstantValue(index), item])
 
 
-def _call(tx, fn: Value, args: list[Value]) -> Value:
-    # The callee's result is not the consumer's CALL result (see ``Tracer.direct_call``).
+def call_back(tx, fn: Value, args: list[Value]) -> Value:
+    """``fn(*args)`` called back by a builtin's model (a ``map`` function, a sort key): its result is not
+    the result of the CALL being traced, so a break inside it is never resumed as if it were
+    (``Tracer.direct_call``)."""
     calling, tx.calling = tx.calling, False
     try:
         return fn.call(tx, args, {})
@@ -262,7 +264,7 @@ class MapValue(PullIterator):
     @_not_catchable
     def next_item(self, tx):
         row = self.zipped.next_item(tx)
-        return None if row is None else _call(tx, self.fn, row.items)
+        return None if row is None else call_back(tx, self.fn, row.items)
 
 
 class FilterValue(PullIterator):
@@ -282,6 +284,6 @@ class FilterValue(PullIterator):
             item = self.iterator.next_item(tx)
             if item is None:
                 return None
-            keep = item if self.fn is None else _call(tx, self.fn, [item])
+            keep = item if self.fn is None else call_back(tx, self.fn, [item])
             if keep.truth(tx):
                 return item
