@@ -41,7 +41,7 @@ every public namespace has a rule of its own (``tests/test_trace_rules.py``
 walks them).  ``torch.compiler.disable`` is told by the marker it leaves on
 the function it returns (``values.library``), not by where its code lives.
 Library code outside torch is never traced except the functions listed in
-``LIBRARY_FUNCTIONS``.  This module is data: it decides nothing about values
+``LIBRARY_FUNCTIONS`` (most of them from the families in ``models``).  This module is data: it decides nothing about values
 and imports nothing of the engine.
 """
 from __future__ import annotations
@@ -77,6 +77,11 @@ class TraceRule:
     answer: object = None
     #: For ``MODEL`` rules of a wrapper: the model's first argument is the wrapped function (``__wrapped__``).
     model_takes_wrapped: bool = False
+
+
+def _never_eager(kwargs: dict) -> None:
+    """A model's eager reason when no argument ever makes the real function run instead."""
+    return None
 
 
 G, I, E, C, F, S, M = Rule.GRAPH_OP, Rule.INLINE, Rule.EAGER, Rule.COMPILER, Rule.FOLD, Rule.SEE_THROUGH, Rule.MODEL
@@ -148,7 +153,7 @@ _TABLE = (
     TraceRule("torch.compiler.disable", E, "disabled by the user (torch.compiler.disable)"),
     TraceRule("torch.optim.optimizer._use_grad_for_differentiable.<locals>._use_grad", M,
               "the step under the optimizer's grad mode, without the requests to split another compiler's "
-              "graph", (optimizers.use_grad_for_differentiable, optimizers.never_eager), True),
+              "graph", (optimizers.use_grad_for_differentiable, _never_eager), True),
     # Run eagerly.
     TraceRule("torch.autograd", E, _AUTOGRAD),
     TraceRule("torch.random", E, _RANDOM),
@@ -159,9 +164,9 @@ _TABLE = (
     TraceRule("torch.distributed.is_available", F, "fixed for the process"),
     # C functions with a rule of their own (any other C function of torch is a graph operation).
     TraceRule("torch._foreach_addcdiv_", M, "a tensor of scalars has no working fake kernel: smaller foreach ops",
-              (foreach.addcdiv_, foreach.never_eager)),
+              (foreach.addcdiv_, _never_eager)),
     TraceRule("torch._foreach_addcmul_", M, "a tensor of scalars has no working fake kernel: smaller foreach ops",
-              (foreach.addcmul_, foreach.never_eager)),
+              (foreach.addcmul_, _never_eager)),
     TraceRule("torch.is_grad_enabled", F, "the grad mode: guarded, and followed through captured blocks"),
     TraceRule("torch.is_inference_mode_enabled", F, "guarded with the grad mode"),
     TraceRule("torch.get_default_dtype", F, "guarded with the global state"),
@@ -204,25 +209,20 @@ DEFAULT = TraceRule("torch", Rule.INLINE, "torch's own Python")
 #: ...except in torch's private packages no rule names (``torch._<name>``: compiler and runtime machinery).
 PRIVATE = TraceRule("torch._", Rule.EAGER, "is torch's internal machinery (no trace rule says it is traced)")
 
-#: Standard-library functions traced like user code although their files are skipped: pure Python
-#: whose only effect is their result, met in models' own code (``dataclasses.fields`` in
-#: ``ModelOutput.__post_init__``, ``typing.cast`` in library helpers).
+#: The standard library's families modelled or traced (``dynacap.models``): each file's ``MODELS``
+#: (dotted name -> (model, why)) and ``TRACED`` (dotted name -> why its pure Python is traced).
+STDLIB_FAMILIES = (iteration, collection_models)
+
+#: Standard-library functions traced like user code although their files are skipped, or modelled:
+#: met in models' own code (``typing.cast`` in library helpers) and in the families above.
 LIBRARY_FUNCTIONS = (
-    TraceRule("dataclasses.fields", I, "pure Python"),
-    TraceRule("dataclasses._is_dataclass_instance", I, "pure Python"),
-    TraceRule("dataclasses.replace", I, "pure Python: reads the fields, calls the class"),
     TraceRule("typing.cast", I, "pure Python: returns its value"),
     TraceRule("typing.get_origin", I, "pure Python"),
     TraceRule("typing.get_args", I, "pure Python"),
     TraceRule("typing._should_unflatten_callable_args", I, "pure Python"),
-    *(TraceRule(f"itertools.{name}", M, "a generator yielding the same items",
-                (getattr(iteration, name.replace(".", "_")), iteration.never_eager))
-      for name in ("chain", "chain.from_iterable", "islice", "pairwise", "combinations", "product", "permutations",
-                   "accumulate", "starmap", "zip_longest", "repeat")),
-    TraceRule("functools.reduce", M, "the same loop in Python", (iteration.reduce, iteration.never_eager)),
-    TraceRule("_functools.reduce", M, "the same loop in Python", (iteration.reduce, iteration.never_eager)),
-    TraceRule("dataclasses.asdict", M, "the same walk over the fields in Python",
-              (collection_models.asdict, iteration.never_eager)),
+    *(TraceRule(name, I, why) for family in STDLIB_FAMILIES for name, why in getattr(family, "TRACED", {}).items()),
+    *(TraceRule(name, M, why, (model, _never_eager))
+      for family in STDLIB_FAMILIES for name, (model, why) in family.MODELS.items()),
 )
 
 _RULES = {r.name: r for r in _TABLE + LIBRARY_FUNCTIONS}

@@ -90,3 +90,17 @@ def _asdict_inner(obj, dict_factory):
     if type(obj) in (int, float, bool, str, bytes, complex, type(None)):
         return obj  # what ``copy.deepcopy`` gives for an immutable atom
     return copy.deepcopy(obj)
+
+
+#: What this file models, read by ``trace_rules``: dotted name -> (model, why the model is faithful).
+MODELS = {
+    "dataclasses.asdict": (asdict, "the same walk over the fields in Python"),
+}
+
+#: Standard-library functions traced like user code although their files are skipped: pure Python whose
+#: only effect is their result (``dataclasses.fields`` in ``ModelOutput.__post_init__``).
+TRACED = {
+    "dataclasses.fields": "pure Python",
+    "dataclasses._is_dataclass_instance": "pure Python",
+    "dataclasses.replace": "pure Python: reads the fields, calls the class",
+}

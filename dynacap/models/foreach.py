@@ -10,10 +10,6 @@ from __future__ import annotations
 import torch
 
 
-def never_eager(kwargs: dict) -> None:
-    return None
-
-
 def addcdiv_(self, tensor1, tensor2, scalars=1):
     if isinstance(scalars, torch.Tensor):
         torch._foreach_add_(self, torch._foreach_mul(torch._foreach_div(tensor1, tensor2), scalars.unbind(0)))

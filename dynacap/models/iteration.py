@@ -12,10 +12,6 @@ from __future__ import annotations
 _END = object()
 
 
-def never_eager(kwargs: dict) -> None:
-    return None
-
-
 def chain(*iterables):
     for iterable in iterables:
         yield from iterable
@@ -166,3 +162,13 @@ def reduce(function, iterable, *initial):
     for element in iterator:
         value = function(value, element)
     return value
+
+
+#: What this file models, read by ``trace_rules``: dotted name -> (model, why the model is faithful).
+MODELS = {
+    **{f"itertools.{name}": (globals()[name.replace(".", "_")], "a generator yielding the same items")
+       for name in ("chain", "chain.from_iterable", "islice", "pairwise", "combinations", "product", "permutations",
+                    "accumulate", "starmap", "zip_longest", "repeat")},
+    "functools.reduce": (reduce, "the same loop in Python"),
+    "_functools.reduce": (reduce, "the same loop in Python"),
+}

@@ -10,10 +10,6 @@ from __future__ import annotations
 import torch
 
 
-def never_eager(kwargs: dict) -> None:
-    return None
-
-
 def use_grad_for_differentiable(step, *args, **kwargs):
     prev_grad = torch.is_grad_enabled()
     torch.set_grad_enabled(args[0].defaults["differentiable"])
