@@ -20,6 +20,7 @@ from .base import Value, constant_args
 from .constant import ConstantValue
 from .containers import DictValue, IteratorValue, ListValue, SequenceValue, TupleValue
 from .functions import make_partial
+from .namespaces import frame_globals, frame_locals
 from .iterators import EnumerateValue, FilterValue, MapValue, PullIterator, ZipValue, call_back, is_lazy, iterator_of
 
 _EFFECTFUL = {"print", "input", "open", "exec", "eval", "compile", "breakpoint", "exit", "quit", "delattr", "globals", "locals", "vars", "id", "iter", "next", "super", "__import__", "help"}
@@ -187,12 +188,22 @@ class _FromKeys(Value):
 
 
 def _vars(tx, args, kwargs):
-    """``vars(obj)``: ``obj.__dict__`` read as the attribute (``vars()`` of the frame is left to the break)."""
+    """``vars(obj)``: ``obj.__dict__`` read as the attribute; ``vars()``: the frame's ``locals()``."""
     from .objects import ObjectValue
 
+    if not args and not kwargs:
+        return frame_locals(tx)
     if len(args) == 1 and not kwargs and isinstance(args[0], ObjectValue):
         return args[0].getattr(tx, "__dict__")
     return None
+
+
+def _globals(tx, args, kwargs):
+    return frame_globals(tx) if not args and not kwargs else None
+
+
+def _locals(tx, args, kwargs):
+    return frame_locals(tx) if not args and not kwargs else None
 
 
 def _hash(tx, args, kwargs):
@@ -628,6 +639,8 @@ def _set_ctor(frozen: bool):
 _HANDLERS = {
     "super": _super,
     "vars": _vars,
+    "globals": _globals,
+    "locals": _locals,
     "hash": _hash,
     "iter": _iter,
     "next": _next,

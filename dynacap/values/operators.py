@@ -22,6 +22,7 @@ from .module import ModuleValue
 from .numpy_ns import is_numpy_array, numpy_operator
 from .enums import EnumMemberValue
 from .instance_dicts import NewInstanceDictValue
+from .namespaces import GlobalsValue
 from .objects import _MISSING as _MISSING_ATTR, ObjectValue, class_lookup
 from .subclasses import NamedTupleValue
 from .symbolic import SymNumberValue
@@ -288,6 +289,8 @@ def contains_op(tx, item: Value, container: Value) -> bool:
         raise GraphBreak(f"`in` over {container.describe()} with the key {item.describe()}")
     if isinstance(container, KeyedDictValue):
         return container.contains(tx, item).as_constant()
+    if isinstance(container, GlobalsValue):
+        return container.contains(tx, item)
     if isinstance(container, SequenceValue):
         matches = [identical(item, x) if not (item.is_constant() and x.is_constant())
                    else item.as_constant() == x.as_constant() for x in container.items]

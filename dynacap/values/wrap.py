@@ -33,6 +33,7 @@ from .functions import OpaqueCallableValue, PythonModuleValue, UserFunctionValue
 from .keyed_dicts import KeyedDictValue, reads_by_key
 from .library import LibraryCallableValue
 from .module import ModuleValue
+from .namespaces import GlobalsValue, is_module_globals
 from .numpy_ns import is_numpy_object
 from .objects import ObjectValue, has_lookup_hooks
 from .subclasses import NamedTupleValue, namedtuple_fields
@@ -93,6 +94,12 @@ def wrap(tx, obj, source: Source | None) -> Value:
             return NamedTupleValue([wrap(tx, x, None) for x in obj], t)
         g.type_match(source, obj)
         return NamedTupleValue.from_frame(FrameItems(tx, obj, source), t)
+    if t is dict and is_module_globals(tx, obj):
+        # A frame's own globals (a resume function's argument after a break at ``globals()``): stores
+        # into it are global stores, which later ``LOAD_GLOBAL``s see.
+        if source is not None:
+            g.id_match(source, obj)
+        return GlobalsValue(obj, source)
     if (t is list or t in _DICT_TYPES) and id(obj) in tx.ctx.containers:
         return tx.ctx.containers[id(obj)]
     if t in (tuple, list):
