@@ -150,6 +150,154 @@ def repeat(obj, times=None):
         yield obj
 
 
+def count(start=0, step=1):
+    if not _is_number(start) or not _is_number(step):
+        raise TypeError("a number is required")
+    return _count(start, step)
+
+
+def _is_number(value):
+    return isinstance(value, (int, float, complex)) or hasattr(type(value), "__index__") \
+        or hasattr(type(value), "__float__")
+
+
+def _count(n, step):
+    while True:
+        yield n
+        n += step
+
+
+# The C iterators below call ``iter()`` on their inputs when they are made, not at the first ``next()``:
+# each model does the same, then returns the generator doing the rest.
+def cycle(iterable):
+    return _cycle(iter(iterable))
+
+
+def _cycle(iterator):
+    saved = []
+    for element in iterator:
+        yield element
+        saved.append(element)
+    while saved:
+        for element in saved:
+            yield element
+
+
+def takewhile(predicate, iterable):
+    return _takewhile(predicate, iter(iterable))
+
+
+def _takewhile(predicate, iterator):
+    for item in iterator:
+        if not predicate(item):
+            return
+        yield item
+
+
+def dropwhile(predicate, iterable):
+    return _dropwhile(predicate, iter(iterable))
+
+
+def _dropwhile(predicate, iterator):
+    for item in iterator:
+        if not predicate(item):
+            yield item
+            break
+    for item in iterator:
+        yield item
+
+
+def filterfalse(predicate, iterable):
+    return _filterfalse(predicate, iter(iterable))
+
+
+def _filterfalse(predicate, iterator):
+    for item in iterator:
+        if not (item if predicate is None else predicate(item)):
+            yield item
+
+
+def compress(data, selectors):
+    return _compress(iter(data), iter(selectors))
+
+
+def _compress(data, selectors):
+    # CPython pulls a datum, then its selector; either running out ends it.
+    while True:
+        datum = next(data, _END)
+        if datum is _END:
+            return
+        selector = next(selectors, _END)
+        if selector is _END:
+            return
+        if selector:
+            yield datum
+
+
+def groupby(iterable, key=None):
+    # The groupby and its groups share one state, as CPython's objects do: the current key and value
+    # (``_END``: none), the key of the group being made, and the number of the live group (a group
+    # made before the last ``next()`` of the groupby yields nothing more).
+    return _groupby(iter(iterable), key, [_END, _END, _END, 0])
+
+
+def _groupby(iterator, key, state):
+    while True:
+        state[3] += 1
+        while state[0] is _END or (state[2] is not _END and _same_key(state[2], state[0])):
+            if not _groupby_step(iterator, key, state):
+                return
+        state[2] = state[0]
+        yield state[0], _grouper(iterator, key, state, state[3], state[2])
+
+
+def _groupby_step(iterator, key, state):
+    value = next(iterator, _END)
+    if value is _END:
+        return False
+    new_key = value if key is None else key(value)
+    state[1] = value
+    state[0] = new_key
+    return True
+
+
+def _grouper(iterator, key, state, number, target):
+    while state[3] == number:
+        if state[1] is _END and not _groupby_step(iterator, key, state):
+            return
+        if not _same_key(target, state[0]):
+            return
+        value = state[1]
+        state[1] = _END
+        yield value
+
+
+def _same_key(a, b):
+    """``PyObject_RichCompareBool(a, b, Py_EQ)``: identity first, then ``==``."""
+    return a is b or bool(a == b)
+
+
+def tee(iterable, n=2):
+    if n < 0:
+        raise ValueError("n must be >= 0")
+    iterator = iter(iterable)
+    # Items pulled by the most advanced tee, shared: each tee reads them by its own position.
+    buffer = []
+    return tuple([_tee(iterator, buffer) for _ in range(n)])
+
+
+def _tee(iterator, buffer):
+    position = 0
+    while True:
+        if position == len(buffer):
+            item = next(iterator, _END)
+            if item is _END:
+                return
+            buffer.append(item)
+        yield buffer[position]
+        position += 1
+
+
 def reduce(function, iterable, *initial):
     iterator = iter(iterable)
     if initial:
@@ -168,7 +316,8 @@ def reduce(function, iterable, *initial):
 MODELS = {
     **{f"itertools.{name}": (globals()[name.replace(".", "_")], "a generator yielding the same items")
        for name in ("chain", "chain.from_iterable", "islice", "pairwise", "combinations", "product", "permutations",
-                    "accumulate", "starmap", "zip_longest", "repeat")},
+                    "accumulate", "starmap", "zip_longest", "repeat", "count", "cycle", "takewhile",
+                    "dropwhile", "filterfalse", "compress", "groupby", "tee")},
     "functools.reduce": (reduce, "the same loop in Python"),
     "_functools.reduce": (reduce, "the same loop in Python"),
 }
