@@ -180,6 +180,8 @@ def _delete_subscr(tx, ins):
             raise GraphBreak(f"`del` of key {key!r} missing from {container.describe()} (KeyError at run time)")
         container.mutate(tx)
         del container.items[key]
+    elif hasattr(container, "delitem"):  # a deque
+        container.delitem(tx, index)
     elif isinstance(container, ObjectValue):
         container.call_special(tx, "__delitem__", [index], "`del` of an item")
     else:

@@ -187,9 +187,9 @@ class TupleValue(SequenceValue):
 
     def getattr(self, tx, name):
         if name in ("count", "index"):
-            from .functions import ContainerMethodValue
+            from .container_methods import ItemsMethodValue
 
-            return ContainerMethodValue(self, name)
+            return ItemsMethodValue(self, name)
         return super().getattr(tx, name)
 
 
@@ -260,11 +260,26 @@ class ListValue(SequenceValue):
         tx.ctx.mutations += 1
 
     def getattr(self, tx, name):
+        from .container_methods import ItemsMethodValue
         from .functions import ContainerMethodValue
 
-        if name in ("append", "extend", "insert", "pop", "reverse", "clear", "index", "count", "copy", "sort"):
+        if name in ("append", "extend", "insert", "pop", "reverse", "clear", "copy", "sort"):
             return ContainerMethodValue(self, name)
+        if name in ("remove", "index", "count"):
+            return ItemsMethodValue(self, name)
         return super().getattr(tx, name)
+
+    def real_items(self) -> list:
+        """A real list of the item values, for a method run for real (``container_methods``)."""
+        return list(self.items)
+
+    def mutate_items(self, tx, real: list) -> None:
+        """The items a method run for real left in ``real``."""
+        self.mutate(tx, "a list method")
+        self.items = real
+
+    def like_items(self, real) -> "ListValue":
+        return ListValue(list(real))
 
     def setitem(self, tx, index: Value, value: Value) -> None:
         self.mutate(tx, "item assignment")
@@ -351,7 +366,25 @@ class DictValue(Value):
 
         if name in ("keys", "values", "items", "get", "update", "pop", "setdefault", "copy"):
             return ContainerMethodValue(self, name)
+        if name in ("popitem", "clear") or name == "move_to_end" and self.dict_type is collections.OrderedDict:
+            from .container_methods import ItemsMethodValue
+
+            return ItemsMethodValue(self, name)
         return super().getattr(tx, name)
+
+    def real_items(self) -> dict:
+        """A real dict of this type holding the item values, for a method run for real (``container_methods``)."""
+        if self.dict_type is collections.defaultdict:
+            return collections.defaultdict(None, self.items)
+        return self.dict_type(self.items)
+
+    def mutate_items(self, tx, real: dict) -> None:
+        """The items a method run for real left in ``real``, in its order."""
+        self.mutate(tx)
+        self.items = dict(real)
+
+    def like_items(self, real) -> "DictValue":
+        return self.like(dict(real))
 
     def reconstruct(self, cg):
         if not load_existing(self, cg):
