@@ -113,6 +113,10 @@ def _return_value(tx, ins):
                        any(_reaches_pull_iterator(e.value, set()) for e in tx.ctx.side_effects)):
         raise GraphBreak("returning or storing a generator made in the captured code (or a zip/map over "
                          "one) is not captured; the function runs eagerly")
+    if tx.is_root and tx.ctx.unfinished_handlers():
+        raise GraphBreak(f"{tx.ctx.unfinished_handlers()[0].describe()} is left suspended inside a try or with "
+                         "block (freeing it runs its handler, at a moment the graph cannot replay); the function "
+                         "runs eagerly")
     if tx.is_root and torch.is_grad_enabled() != tx.ctx.initial_grad:
         # torch.set_grad_enabled(...) called, not undone: the mode outlives the frame.
         raise GraphBreak("the function returns with the grad mode changed (torch.set_grad_enabled outside a "
@@ -144,10 +148,12 @@ def _return_generator(tx, ins):
 def _yield_value(tx, ins):
     if tx.yielded is None:
         raise GraphBreak("`yield` outside an inlined generator")
-    if protected(tx.code, ins.offset) and not tx.managed:
-        # Suspended there, the generator would run its handler when closed (a `finally`, a
-        # `with` block's __exit__) at a moment the capture cannot replay.
-        raise GraphBreak("`yield` inside a try or with block is not captured (closing the generator there "
-                         "would run its handler)")
+    if not tx.managed:
+        # Suspended there, the generator runs its handler when closed or freed (a `finally`, a `with`
+        # block's __exit__): the trace must close it (``g.close()``) or finish it, else the frame runs
+        # eagerly (``TraceContext.unfinished_handlers``).
+        tx.generator.suspended_in_handler = protected(tx.code, ins.offset)
+        if tx.generator.suspended_in_handler and tx.generator not in tx.ctx.suspended_generators:
+            tx.ctx.suspended_generators.append(tx.generator)
     tx.yielded.append(tx.pop())
     tx.push(ConstantValue(None))  # next() sends None

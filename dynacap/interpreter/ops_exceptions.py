@@ -18,8 +18,8 @@ from ..values.base import Value
 from ..values.constant import ConstantValue
 from ..values.containers import SequenceValue
 from ..values.context_managers import enter_context
-from ..values.exceptions import CALLERS, ExceptionValue, PythonError, TracebackValue, is_exception_class, \
-    make_exception, python_error
+from ..values.exceptions import CALLERS, ExceptionValue, TracebackValue, is_exception_class, make_exception, \
+    python_error, raising
 from .tracer import handles
 
 
@@ -43,7 +43,7 @@ def _raise_varargs(tx, ins):
                              "exception its caller is handling: it runs eagerly")
         if not isinstance(handled, ExceptionValue):
             raise python_error(RuntimeError, "No active exception to reraise")
-        raise PythonError(handled, reraise=True)
+        raise raising(handled, reraise=True)
     cause = tx.pop() if ins.arg == 2 else None
     exception = exception_of(tx, tx.pop())
     if cause is not None:
@@ -51,7 +51,7 @@ def _raise_varargs(tx, ins):
             exception.set_cause(cause)
         else:
             exception.set_cause(exception_of(tx, cause, "exception causes"))
-    raise PythonError(exception)
+    raise raising(exception)
 
 
 @handles("LOAD_ASSERTION_ERROR")
@@ -64,7 +64,7 @@ def _reraise(tx, ins):
     exception = tx.pop()
     if not isinstance(exception, ExceptionValue):
         raise GraphBreak(f"re-raising {exception.describe()} is not captured")
-    raise PythonError(exception, reraise=True)
+    raise raising(exception, reraise=True)
 
 
 @handles("PUSH_EXC_INFO")

@@ -148,9 +148,16 @@ class TraceContext:
     #: The exception being handled (``sys.exception()``): ``CALLERS`` (the caller's, unknown) until a
     #: traced handler's ``PUSH_EXC_INFO`` sets an ``ExceptionValue``; ``POP_EXCEPT`` puts it back.
     exc_info: Value = CALLERS
+    #: Generators of the trace that were suspended at a ``yield`` inside a try or with block.
+    suspended_generators: list = field(default_factory=list)
 
     def __post_init__(self):
         self.graph.before_node = self.keep_program_order
+
+    def unfinished_handlers(self) -> list:
+        """Generators suspended inside a try or with block now: eager runs their handler when they are closed
+        or freed, which code after a graph break (where they do not exist) would never do."""
+        return [g for g in self.suspended_generators if g.suspended_in_handler and not g.done]
 
     def keep_program_order(self, mutates: bool) -> None:
         """Called before each graph operation: break where a raising graph would skip eager's effects."""
@@ -251,6 +258,8 @@ class Tracer:
         #: For an inlined generator: set while a ``for`` loop pulls it (what it raises may reach the loop's
         #: handlers, ``values.iterators.GeneratorValue.next_item``).
         self.pulled_by_loop = False
+        #: For an inlined generator: its ``values.iterators.GeneratorValue``.
+        self.generator = None
 
     # -- shared state -----------------------------------------------------------
     @property
@@ -309,6 +318,8 @@ class Tracer:
                 e.user_stack = self.user_stack()
             # A break inside one of its handlers leaves the frame (a caller may go on: speculation).
             self.ctx.exc_info = handled
+            if self.is_root and self.ctx.unfinished_handlers():
+                e.frames = []  # no resume: the generator would never be closed; the frame runs eagerly
             raise
         return self.return_value
 

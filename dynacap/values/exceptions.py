@@ -132,6 +132,28 @@ class ExceptionValue(Value):
             return tuple(a.as_constant() for a in self.args)
         return None
 
+    def to_text(self, tx, conversion: str) -> Value:
+        """``str(e)`` / ``repr(e)`` as a value: a class's own ``__str__``/``__repr__`` written in Python is
+        inlined (it runs in eager too), else the C text of ``BaseException``."""
+        name = f"__{conversion}__"
+        for klass in self.cls.__mro__:
+            if name in klass.__dict__:
+                method = klass.__dict__[name]
+                if klass.__module__ == "builtins" or type(method) is not types.FunctionType:
+                    break
+                from .functions import UserFunctionValue
+
+                calling, tx.calling = tx.calling, False  # its result is not a CALL's
+                try:
+                    result = UserFunctionValue(method).call(tx, [self], {})
+                finally:
+                    tx.calling = calling
+                if not (result.is_constant() and type(result.as_constant()) is str):
+                    raise GraphBreak(f"`{conversion}()` of {self.describe()}: its {name} returned "
+                                     f"{result.describe()}")
+                return result
+        return ConstantValue(self.text(conversion))
+
     def text(self, conversion: str) -> str:
         """``str(e)`` / ``repr(e)``: the C text of a fresh instance with the same arguments."""
         args = self.constant_args()
@@ -266,7 +288,7 @@ class _TextMethod(Value):
     def call(self, tx, args, kwargs):
         if args or kwargs:
             raise GraphBreak(f"{self.describe()} takes no arguments (TypeError at run time)")
-        return ConstantValue(self.exception.text(self.conversion))
+        return self.exception.to_text(tx, self.conversion)
 
 
 def is_exception_class(value: Value) -> bool:
@@ -334,9 +356,54 @@ class PythonError(GraphBreak):
         self.reraise = reraise
 
 
+class UnknownMessage(Value):
+    """The message of an exception Python raises whose text the trace does not know."""
+
+    def describe(self):
+        return "an error message not known at capture time"
+
+    def reconstruct(self, cg):
+        raise GraphBreak("the message of an exception raised while capturing is not known at capture time")
+
+
+class AttributeMissing(PythonError):
+    """``AttributeError`` here: the generic lookup found nothing, or inlined code raised one.
+
+    Catchable as any ``PythonError``.  Callers that model what eager does with that error
+    (``hasattr``, ``getattr`` with a default, a class's ``__getattr__``) catch it when it was
+    raised directly (no inlined frame in ``frames``, see ``values.objects.escaped``).
+    ``message``: ``str()`` of the error (unknown when None).
+    """
+
+    def __init__(self, reason: str, exception: ExceptionValue | None = None, reraise: bool = False,
+                 message: str | None = None):
+        if exception is None:
+            exception = ExceptionValue(AttributeError, [ConstantValue(message) if message is not None
+                                                        else UnknownMessage()])
+        super().__init__(exception, reason, reraise)
+
+
+def missing_attribute_message(obj, name: str) -> str:
+    """CPython's message for ``obj.<name>`` missing (read without running the object's own code)."""
+    if isinstance(obj, type):
+        return f"type object '{type.__dict__['__name__'].__get__(obj)}' has no attribute '{name}'"
+    if type(obj) is types.ModuleType and type(obj.__dict__.get("__name__")) is str:
+        return f"module '{obj.__dict__['__name__']}' has no attribute '{name}'"
+    return f"'{type(obj).__name__:.100}' object has no attribute '{name}'"
+
+
+def raising(exception: ExceptionValue, reason: str | None = None, reraise: bool = False) -> PythonError:
+    """The error that raising ``exception`` is in the trace (an ``AttributeError`` is an ``AttributeMissing``,
+    so the lookups that model it see what user code raised)."""
+    if issubclass(exception.cls, AttributeError):
+        return AttributeMissing(reason or f"the code raises {exception.cls.__qualname__} here, which no handler "
+                                          "of the captured code catches; it runs eagerly", exception, reraise)
+    return PythonError(exception, reason, reraise)
+
+
 def python_error(cls: type, *args, reason: str | None = None) -> PythonError:
     """``cls(*args)`` (constant arguments) raised by Python at this point of the trace."""
-    return PythonError(ExceptionValue(cls, [ConstantValue(a) for a in args]), reason)
+    return raising(ExceptionValue(cls, [ConstantValue(a) for a in args]), reason)
 
 
 def from_real(e: BaseException, reason: str | None = None) -> GraphBreak:

@@ -78,6 +78,10 @@ class PullIterator(Value):
             items.append(item)
         return items
 
+    def take_all(self, tx) -> list[Value]:
+        """Every item, for a consumer that drops them all if pulling one raises (``list(it)``, unpacking)."""
+        return self.iterate(tx)
+
     def truth(self, tx) -> bool:
         return True
 
@@ -98,6 +102,10 @@ class GeneratorValue(PullIterator):
         self.tracer = tracer
         self.fn = fn
         tracer.yielded = []
+        tracer.generator = self
+        #: Whether it is suspended at a ``yield`` inside a try or with block: closing it (or freeing it)
+        #: would run a handler (``ops_control.YIELD_VALUE``).
+        self.suspended_in_handler = False
         self.done = False
         #: Set when a pull broke: the frame's state is then unknown.
         self.broken = False
@@ -116,16 +124,30 @@ class GeneratorValue(PullIterator):
         returned = self.tracer.return_value
         return returned if self.done and returned is not None else ConstantValue(None)
 
-    def next_item(self, tx, exact: bool = False):
+    def take_all(self, tx) -> list[Value]:
+        items = []
+        while (item := self.next_item(tx, exact=True)) is not None:
+            items.append(item)
+        return items
+
+    def getattr(self, tx, name):
+        if name in ("send", "close", "__next__"):
+            return GeneratorMethod(self, name)
+        return super().getattr(tx, name)
+
+    def next_item(self, tx, exact: bool = False, sent: Value | None = None):
         """The next item, or None once it returned.
 
-        ``exact``: the consumer is a ``for`` loop, which CPython leaves with what the generator
-        raises (the generator is then finished), so that may reach a handler of the consumer's
-        frame (``Tracer.step``); any other consumer may hold items where CPython's C code does
-        not, so what the generator raises is a break for it.
+        ``exact``: the consumer sees what the generator raises as CPython's does (a ``for`` loop,
+        ``list(g)``, ``g.send()``: the generator is then finished), so that may reach a handler of
+        the consumer's frame (``Tracer.step``); any other consumer may hold items where CPython's
+        C code does not, so what the generator raises is a break for it.  ``sent``: the value
+        ``send()`` gives the ``yield`` the generator is suspended at.
         """
         if self.done:
             return None
+        if sent is not None and self.tracer.yielded:
+            self.tracer.stack[-1] = sent  # what the suspended `yield` evaluates to
         if self.broken:
             raise GraphBreak(f"{self.describe()} broke the capture earlier")
         if self.running:
@@ -157,6 +179,29 @@ class GeneratorValue(PullIterator):
             frame.pulled_by_loop = False
         return frame.yielded[-1]
 
+    def close(self, tx) -> Value:
+        """``g.close()``: ``GeneratorExit`` thrown in at the ``yield`` it is suspended at, its handlers run."""
+        from .exceptions import ExceptionValue, python_error
+
+        frame = self.tracer
+        if self.done or not frame.yielded:
+            self.done = True
+            return ConstantValue(None)
+        if self.broken or self.running:
+            raise GraphBreak(f"closing {self.describe()} is not captured")
+        if not frame.catch(PythonError(ExceptionValue(GeneratorExit, []), reraise=True), frame.checkpoint()):
+            self.done = True
+            return ConstantValue(None)
+        try:
+            item = self.next_item(tx, exact=True)
+        except PythonError as e:
+            if issubclass(e.exception.cls, GeneratorExit):
+                return ConstantValue(None)
+            raise
+        if item is not None:
+            raise python_error(RuntimeError, "generator ignored GeneratorExit")
+        return ConstantValue(None)
+
     def throw(self, tx, exception) -> Value | None:
         """``gen.throw(e)`` at the ``yield`` it is suspended at: its handler runs to the next item or its end.
 
@@ -173,31 +218,140 @@ class GeneratorValue(PullIterator):
         return self.next_item(tx)
 
 
-class ZipValue(PullIterator):
-    """``zip(...)`` over iterators of which at least one is a pull iterator."""
+class GeneratorMethod(Value):
+    """``g.send``, ``g.close``, ``g.__next__`` of a generator of the trace."""
 
-    def __init__(self, iterators: list[Value]):
+    def __init__(self, generator: GeneratorValue, name: str):
+        self.generator = generator
+        self.name = name
+
+    def describe(self):
+        return f"{self.generator.describe()}.{self.name}"
+
+    def call(self, tx, args, kwargs):
+        from .exceptions import python_error
+
+        g = self.generator
+        if kwargs or len(args) != {"send": 1, "close": 0, "__next__": 0}.get(self.name, -1):
+            raise GraphBreak(f"{self.describe()} with these arguments is not captured")
+        if self.name == "close":
+            return g.close(tx)
+        sent = args[0] if args else None
+        if sent is not None and not g.tracer.yielded and not g.done and not _is_none(sent):
+            raise python_error(TypeError, "can't send non-None value to a just-started generator")
+        finished = g.done
+        item = g.next_item(tx, exact=True, sent=sent)
+        if item is None:
+            raise _stop_iteration(ConstantValue(None) if finished else g.return_value)
+        return item
+
+
+def _is_none(value: Value) -> bool:
+    return value.is_constant() and value.as_constant() is None
+
+
+def _stop_iteration(value: Value):
+    """The ``StopIteration`` a generator's return raises to ``next()``/``send()`` (its value, if not None)."""
+    from .exceptions import ExceptionValue, PythonError
+
+    return PythonError(ExceptionValue(StopIteration, [] if _is_none(value) else [value]),
+                       "the generator is exhausted (StopIteration at run time)")
+
+
+class ZipValue(PullIterator):
+    """``zip(...)``: pulls one item of each iterator in turn, as eager's zip does (an iterator keeps
+    what zip did not take; a list is read as it is at each step).  ``strict``: ``zip(strict=True)``."""
+
+    def __init__(self, iterators: list[Value], strict: bool = False):
         self.iterators = iterators
+        self.strict = strict
         self.done = not iterators
 
     def python_type(self):
         return zip
 
     def describe(self):
-        return "a zip over a generator"
+        return "a zip object"
 
     def next_item(self, tx):
         if self.done:
             return None
         row = []
-        for it in self.iterators:
+        for i, it in enumerate(self.iterators):
             item = it.next_item(tx)
             if item is None:
                 # Eager stops at the first exhausted iterator: the later ones are not asked.
                 self.done = True
+                if self.strict:
+                    self._check_lengths(tx, i)
                 return None
             row.append(item)
         return TupleValue(row)
+
+    def _check_lengths(self, tx, exhausted: int) -> None:
+        """``zip(strict=True)``'s check once iterator ``exhausted`` ran out (CPython's ``zip_next``)."""
+        from .exceptions import python_error
+
+        if exhausted:
+            plural = " " if exhausted == 1 else "s 1-"
+            raise python_error(ValueError, f"zip() argument {exhausted + 1} is shorter than argument{plural}"
+                                           f"{exhausted}")
+        for i, it in enumerate(self.iterators[1:], 1):
+            if it.next_item(tx) is not None:
+                plural = " " if i == 1 else "s 1-"
+                raise python_error(ValueError, f"zip() argument {i + 1} is longer than argument{plural}{i}")
+
+
+def zip_of(tx, iterables: list[Value], strict: bool = False) -> ZipValue:
+    """``zip(*iterables)`` pulled item by item (``ZipValue``)."""
+    return ZipValue([iterator_of(tx, a) for a in iterables], strict)
+
+
+class CallableIterator(PullIterator):
+    """``iter(fn, sentinel)``: ``fn()`` for each item, until it returns ``sentinel`` or raises StopIteration."""
+
+    def __init__(self, fn: Value, sentinel: Value):
+        self.fn = fn
+        self.sentinel = sentinel
+        self.done = False
+
+    def python_type(self):
+        return type(iter(int, 0))
+
+    def describe(self):
+        return "a callable_iterator"
+
+    def next_item(self, tx):
+        if self.done:
+            return None
+        try:
+            item = call_back(tx, self.fn, [])
+        except PythonError as e:
+            if not issubclass(e.exception.cls, StopIteration):
+                raise _plain(e) from None
+            self.done = True
+            return None
+        if item is self.sentinel:
+            same = True  # PyObject_RichCompareBool: identity first
+        elif item.is_constant() and self.sentinel.is_constant():
+            same = item.as_constant() == self.sentinel.as_constant()
+        else:
+            from .operators import compare_op
+
+            same = compare_op(tx, "==", item, self.sentinel).truth(tx)
+        if same:
+            self.done = True
+            return None
+        return item
+
+
+def callable_iterator(tx, fn: Value, sentinel: Value) -> CallableIterator:
+    """``iter(fn, sentinel)``."""
+    if fn.is_constant() and not callable(fn.as_constant()):
+        from .exceptions import python_error
+
+        raise python_error(TypeError, "iter(v, w): v must be callable")
+    return CallableIterator(fn, sentinel)
 
 
 class EnumerateValue(PullIterator):
@@ -238,16 +392,19 @@ def _not_catchable(next_item):
     ``StopIteration`` ends the consumer's loop instead of propagating: not modelled.
     """
     def pull(self, tx):
-        from .exceptions import PythonError
-
         try:
             return next_item(self, tx)
         except PythonError as e:
-            plain = GraphBreak(e.reason)
-            plain.frames, plain.user_stack = e.frames, e.user_stack
-            raise plain from None
+            raise _plain(e) from None
 
     return pull
+
+
+def _plain(error: PythonError) -> GraphBreak:
+    """``error`` as a plain break (at the same frames)."""
+    plain = GraphBreak(error.reason)
+    plain.frames, plain.user_stack = error.frames, error.user_stack
+    return plain
 
 
 class MapValue(PullIterator):

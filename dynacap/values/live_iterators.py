@@ -160,6 +160,53 @@ class SetIteratorValue(SizedIteratorValue):
         return self.members
 
 
+class ReversedListIteratorValue(LiveIteratorValue):
+    """``reversed(l)`` of a list: an index from the end of the live list (CPython's ``listreviterator``).
+
+    The index starts at the list's last item when made and goes down; an index past the list's end
+    (it shrank) or below zero exhausts it.
+    """
+
+    def __init__(self, container: ListValue):
+        super().__init__(container)
+        self.index = len(container.items) - 1
+
+    @property
+    def items(self) -> list[Value]:
+        return list(reversed(self.container.items[: self.index + 1]))
+
+    @items.setter
+    def items(self, items) -> None:
+        raise GraphBreak("a reversed iterator over a list cannot be given other items")
+
+    def python_type(self):
+        return type(reversed([]))
+
+    def describe(self):
+        return f"reversed iterator over {self.container.describe()}"
+
+    def next_item(self, tx) -> Value | None:
+        items = self.container.items
+        if 0 <= self.index < len(items):
+            item = items[self.index]
+            self.index -= 1
+            return item
+        self.index = -1
+        return None
+
+    def reconstruct(self, cg):
+        if self.index != len(self.container.items) - 1:
+            # Its index is not where a new reversed() of the list would start.
+            raise GraphBreak(f"{self.describe()}, partly read or over a list that changed length, is used after "
+                             "the graph (the function runs eagerly)")
+        cg.call(reversed, self.container)
+
+
+def live_reversed(container: ListValue) -> ReversedListIteratorValue:
+    """``reversed(l)`` of a list value."""
+    return ReversedListIteratorValue(container)
+
+
 def live_iterator(tx, value: Value) -> IteratorValue | None:
     """The live iterator of a list, dict, dict view or set value; None for any other value."""
     from .sets import SetValue
