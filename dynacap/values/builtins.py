@@ -21,6 +21,7 @@ from .constant import ConstantValue
 from .containers import DictValue, IteratorValue, ListValue, SequenceValue, TupleValue
 from .functions import make_partial
 from .namespaces import frame_globals, frame_locals
+from .protocols import absolute, constant_protocol, ordering_key
 from .iterators import EnumerateValue, FilterValue, MapValue, PullIterator, ZipValue, call_back, is_lazy, iterator_of
 
 _EFFECTFUL = {"print", "input", "open", "exec", "eval", "compile", "breakpoint", "exit", "quit", "delattr", "globals", "locals", "vars", "id", "iter", "next", "super", "__import__", "help"}
@@ -207,9 +208,14 @@ def _locals(tx, args, kwargs):
 
 
 def _hash(tx, args, kwargs):
-    """``hash()`` of a constant (computed now, as the run's own hash is); of anything else, a break."""
+    """``hash()`` of a constant (computed now, as the run's own hash is), of a user object by its class's
+    ``__hash__`` (traced; ``None`` makes it unhashable); of anything else, a break."""
     if len(args) == 1 and not kwargs and args[0].is_constant():
         return None  # called on the constant below
+    if len(args) == 1 and not kwargs:
+        found = constant_protocol(tx, hash, "`hash()`", args[0])
+        if found is not None:
+            return found
     raise GraphBreak(f"`hash()` of {args[0].describe() if args else 'nothing'} is not known at capture time")
 
 
@@ -238,13 +244,14 @@ def _len(tx, args, kwargs):
         return ConstantValue(x.length())
     if isinstance(x, DictValue):
         return ConstantValue(len(x.items))
+    from .instance_dicts import NewInstanceDictValue
     from .numpy_ns import NDArrayValue
     from .sets import SetValue
     from .tensor import TensorValue
 
     if isinstance(x, NDArrayValue):
         return x.length(tx)  # its first size (symbolic where it is); a break for a NumPy scalar
-    if isinstance(x, SetValue):
+    if isinstance(x, (SetValue, NewInstanceDictValue)):
         return ConstantValue(x.length())
     if isinstance(x, TensorValue):
         if x.fake.dim() == 0:
@@ -297,7 +304,19 @@ def _abs(tx, args, kwargs):
         return numpy_operator(tx, operator.abs, [args[0]], "`abs()`")
     if len(args) == 1 and not kwargs and isinstance(args[0], TensorValue):
         return tx.graph.call("call_function", operator.abs, [args[0]], {}, "abs()")
+    if len(args) == 1 and not kwargs:
+        return absolute(tx, args[0])
     return None
+
+
+def _repr(tx, args, kwargs):
+    return constant_protocol(tx, repr, "`repr()`", args[0]) if len(args) == 1 and not kwargs else None
+
+
+def _format(tx, args, kwargs):
+    if kwargs or len(args) not in (1, 2):
+        return None
+    return constant_protocol(tx, format, "`format()`", *args)
 
 
 def _type(tx, args, kwargs):
@@ -443,33 +462,37 @@ def _constant_items(tx, iterable: Value) -> list | None:
 
 def _minmax(fn):
     def handler(tx, args, kwargs):
-        if _has_key(kwargs) and set(kwargs) <= {"key", "default"} and args:
-            from .objects import all_items
-
-            items = all_items(tx, args[0]) if len(args) == 1 else list(args)
-            if not items:
-                if "default" in kwargs:
-                    return kwargs["default"]
-                raise GraphBreak(f"`{fn.__name__}()` of an empty sequence (ValueError at run time)")
-            ranks = _ranked(tx, items, kwargs["key"], f"{fn.__name__}()")
-            return items[_at_capture(fn, range(len(items)), key=ranks.__getitem__)]
-        if kwargs:
+        if set(kwargs) - {"key", "default"} or not args or "default" in kwargs and len(args) > 1:
             return None
-        if len(args) == 1:
-            values = _constant_items(tx, args[0])
-        else:
-            values = [v.as_constant() for v in args] if all(v.is_constant() for v in args) else None
-        return None if values is None else ConstantValue(_at_capture(fn, values))
+        key = kwargs["key"] if _has_key(kwargs) else None
+        if key is None and "default" not in kwargs:
+            if len(args) == 1:
+                values = _constant_items(tx, args[0])
+            else:
+                values = [v.as_constant() for v in args] if all(v.is_constant() for v in args) else None
+            if values is not None:
+                return ConstantValue(_at_capture(fn, values))
+        from .objects import all_items
+
+        items = all_items(tx, args[0]) if len(args) == 1 else list(args)
+        if not items:
+            if "default" in kwargs:
+                return kwargs["default"]
+            raise GraphBreak(f"`{fn.__name__}()` of an empty sequence (ValueError at run time)")
+        rank = _rank(tx, items, key)
+        return items[_at_capture(fn, range(len(items)), key=rank)]
 
     return handler
 
 
-def _ranked(tx, items: list[Value], key: Value, what: str) -> list:
-    """``key(item)`` for each item, in order (as eager calls it), as constants to compare."""
-    ranks = [call_back(tx, key, [item]) for item in items]
-    if not all(r.is_constant() for r in ranks):
-        raise GraphBreak(f"{what} with a key giving values not known at capture time")
-    return [r.as_constant() for r in ranks]
+def _rank(tx, items: list[Value], key: Value | None):
+    """What the real ``sorted``/``min``/``max`` compare for item ``i``: ``key(item)`` traced when CPython
+    asks for it (sort: every key first; min/max: each before its comparison), as ``ordering_key`` gives it."""
+    def rank(i):
+        value = items[i] if key is None else call_back(tx, key, [items[i]])
+        return ordering_key(tx, value)
+
+    return rank
 
 
 def _has_key(kwargs) -> bool:
@@ -477,39 +500,64 @@ def _has_key(kwargs) -> bool:
     return key is not None and not (key.is_constant() and key.as_constant() is None)
 
 
+def _sort_order(tx, items: list[Value], kwargs) -> tuple[list[int], Exception | None]:
+    """The order ``list.sort`` leaves ``items`` in (indices), run for real over traced comparisons, and what
+    it raised: a comparison that raises leaves a partly sorted list, as in eager."""
+    from .exceptions import PythonError, from_real
+
+    reverse = kwargs["reverse"].as_constant() if "reverse" in kwargs else False
+    order = list(range(len(items)))
+    try:
+        order.sort(key=_rank(tx, items, kwargs["key"] if _has_key(kwargs) else None), reverse=reverse)
+    except PythonError as e:
+        return order, e
+    except GraphBreak:
+        raise
+    except Exception as e:
+        return order, from_real(e, f"sorting raised {type(e).__name__}: {e}")
+    return order, None
+
+
 def _sorted(tx, args, kwargs):
     if len(args) != 1 or set(kwargs) - {"reverse", "key"} or not kwargs.get("reverse", ConstantValue(0)).is_constant():
         return None
-    reverse = kwargs["reverse"].as_constant() if "reverse" in kwargs else False
-    if _has_key(kwargs):
-        from .objects import all_items
+    if not _has_key(kwargs):
+        values = _constant_items(tx, args[0])
+        if values is not None:
+            reverse = kwargs["reverse"].as_constant() if "reverse" in kwargs else False
+            return ListValue([ConstantValue(v) for v in _at_capture(sorted, values, reverse=reverse)])
+    from .objects import all_items
 
-        items = all_items(tx, args[0])
-        ranks = _ranked(tx, items, kwargs["key"], "sorted()")
-        order = _at_capture(sorted, range(len(items)), key=ranks.__getitem__, reverse=reverse)
-        return ListValue([items[i] for i in order])
-    values = _constant_items(tx, args[0])
-    if values is None:
-        return None
-    return ListValue([ConstantValue(v) for v in _at_capture(sorted, values, reverse=reverse)])
+    items = all_items(tx, args[0])
+    order, error = _sort_order(tx, items, kwargs)
+    if error is not None:
+        raise error
+    return ListValue([items[i] for i in order])
 
 
 def sort_list(tx, target: ListValue, args, kwargs) -> Value:
-    """``lst.sort(key=..., reverse=...)``: ``sorted``'s order written into the list (one mutation)."""
+    """``lst.sort(key=..., reverse=...)``: the order the real sort leaves, written into the list (one
+    mutation), also when a comparison raises (the list is then partly sorted, as in eager)."""
     if args or set(kwargs) - {"key", "reverse"}:
         raise GraphBreak("list.sort() takes only the keyword arguments key and reverse (TypeError at run time)")
-    ordered = _sorted(tx, [target], kwargs)
-    if ordered is None:
-        raise GraphBreak(f"list.sort() of {target.describe()}: items not known at capture time (give a key)")
+    if not kwargs.get("reverse", ConstantValue(0)).is_constant():
+        raise GraphBreak(f"list.sort() of {target.describe()} with `reverse` not known at capture time")
+    items = list(target.items)
+    order, error = _sort_order(tx, items, kwargs)
     target.mutate(tx, "list.sort")
-    target.items = ordered.items
+    target.items = [items[i] for i in order]
+    if error is not None:
+        raise error
     return ConstantValue(None)
 
 
 def _at_capture(fn, *args, **kwargs):
-    """``fn`` on constants now; what it raises is raised at run time (a break)."""
+    """``fn`` run now (on constants, or on stand-ins whose comparisons are traced); what it raises is raised
+    at run time (a break, or a catchable error)."""
     try:
         return fn(*args, **kwargs)
+    except GraphBreak:
+        raise
     except Exception as e:
         from .exceptions import from_real
 
@@ -576,6 +624,17 @@ def _getattr(tx, args, kwargs):
         raise
 
 
+def _delattr(tx, args, kwargs):
+    """``delattr(obj, "name")`` on an object made in the trace: the same deletion as ``del obj.name``."""
+    from .instances import NewObjectValue
+
+    if len(args) != 2 or kwargs or not isinstance(args[0], NewObjectValue) \
+            or not (args[1].is_constant() and type(args[1].as_constant()) is str):
+        return None
+    args[0].delete_attribute(tx, args[1].as_constant())
+    return ConstantValue(None)
+
+
 def _hasattr(tx, args, kwargs):
     from .attributes import has_attribute
 
@@ -599,6 +658,14 @@ def _callable(tx, args, kwargs):
         return ConstantValue(callable(x.obj))
     if x.is_constant():
         return ConstantValue(callable(x.as_constant()))
+    from .objects import _MISSING, ObjectValue, class_lookup, guard_class_attribute
+
+    if isinstance(x, ObjectValue):
+        # CPython: the type has a ``tp_call`` slot, which a class gets from a ``__call__`` along its MRO.
+        method = class_lookup(type(x.obj), "__call__")
+        if method is not _MISSING:
+            guard_class_attribute(tx, x, x.obj, "__call__", method)
+        return ConstantValue(method is not _MISSING)
     return None
 
 
@@ -614,6 +681,8 @@ def _scalar_ctor(kind):
 
         if kind is str and len(args) == 1 and not kwargs and isinstance(args[0], ExceptionValue):
             return ConstantValue(args[0].text("str"))
+        if len(args) == 1 and not kwargs:
+            return constant_protocol(tx, kind, f"`{kind.__name__}()`", args[0])  # __float__, __int__, __str__...
         return None
 
     return handler
@@ -647,6 +716,8 @@ _HANDLERS = {
     "len": _len,
     "isinstance": _isinstance,
     "abs": _abs,
+    "repr": _repr,
+    "format": _format,
     "type": _type,
     "tuple": _sequence_ctor(tuple),
     "list": _sequence_ctor(list),
@@ -670,6 +741,7 @@ _HANDLERS = {
     "getattr": _getattr,
     "setattr": _setattr,
     "hasattr": _hasattr,
+    "delattr": _delattr,
     "bool": _bool,
     "callable": _callable,
     "int": _scalar_ctor(int),

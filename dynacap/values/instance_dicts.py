@@ -1,7 +1,8 @@
 """``obj.__dict__`` as a value: of an object from the frame (``InstanceDictValue``: entries read one by one,
 each guarded) or of one made in the trace (``NewInstanceDictValue``: its attributes, ``NewObjectValue.attrs``).
 
-Only reads are modelled (``get``, ``[]``, ``in``); writing through ``__dict__`` is a break.  Nothing here
+Only reads are modelled (``get``, ``[]``, ``in``; for objects made in the trace also ``len``, iteration and
+the ``keys``/``values``/``items`` views); writing through ``__dict__`` is a break.  Nothing here
 runs user code: the frame object's dict is read with ``object.__getattribute__``.
 """
 from __future__ import annotations
@@ -66,10 +67,23 @@ class NewInstanceDictValue(Value):
     def python_type(self):
         return dict
 
+    @property
+    def items(self) -> dict:
+        """The entries by name (what a ``DictViewValue`` of this dict reads at each use)."""
+        return self.owner.attrs
+
     def getattr(self, tx, name):
         if name == "get":
             return _DictGet(self)
+        if name in ("keys", "values", "items"):
+            return _ViewMethod(self, name)
         raise GraphBreak(f"`.{name}` of {self.describe()} is not supported")
+
+    def iterate(self, tx):
+        return [ConstantValue(k) for k in self.owner.attrs]
+
+    def length(self) -> int:
+        return len(self.owner.attrs)
 
     def entry(self, tx, key, default: Value | None) -> Value:
         found = self.owner.attrs.get(key)
@@ -93,6 +107,24 @@ class NewInstanceDictValue(Value):
     def reconstruct(self, cg) -> None:
         self.owner.reconstruct(cg)
         cg.append("LOAD_ATTR", "__dict__")
+
+
+class _ViewMethod(Value):
+    """``obj.__dict__.keys``/``.values``/``.items`` of an object made in the trace: live views of its attributes."""
+
+    def __init__(self, owner: NewInstanceDictValue, kind: str):
+        self.owner = owner
+        self.kind = kind
+
+    def describe(self):
+        return f"{self.owner.describe()}.{self.kind}"
+
+    def call(self, tx, args, kwargs):
+        from .containers import DictViewValue
+
+        if args or kwargs:
+            raise GraphBreak(f"{self.describe()}() takes no arguments (TypeError at run time)")
+        return DictViewValue(self.owner, self.kind)
 
 
 class _DictGet(Value):

@@ -205,6 +205,10 @@ class ObjectValue(Value):
         if method is collections.abc.Sequence.__iter__:
             guard_class_attribute(tx, self, self.obj, "__iter__", method)
             return UserFunctionValue(models.sequence_iter).call(tx, [self], {})
+        if method is _MISSING:
+            from .protocols import old_sequence_iterator
+
+            return old_sequence_iterator(tx, self)  # ``obj[0]``, ``obj[1]``... (None without __getitem__)
         if type(method) is not types.FunctionType:
             return None
         made = self.call_special(tx, "__iter__", [], "iteration")
@@ -267,6 +271,12 @@ class ObjectValue(Value):
             tx.guards.add("EQUALS_MATCH", self.source, f"{{m}}({{s}}, {{k}}) is {result}",
                           f"({key!r} in {readable(self.source)}) is {result}", m=method, k=key)
             return ConstantValue(result)
+        if method is _MISSING:
+            from .protocols import contains_by_iteration
+
+            found = contains_by_iteration(tx, item, self)
+            if found is not None:
+                return ConstantValue(found)
         return self.call_special(tx, "__contains__", [item], "`in`")
 
     def setattr(self, tx, name, value):
@@ -278,8 +288,11 @@ class ObjectValue(Value):
         """``object.__setattr__(obj, name, value)``: the generic store, past the class's own ``__setattr__``."""
         attr = class_lookup(type(self.obj), name)
         if attr is not _MISSING and _is_data_descriptor(attr):
-            # A property's setter (or a slot) decides what a later read gives: not a plain store.
-            raise GraphBreak(f"assigning `.{name}` on {self.describe()}, a {type(attr).__name__} of its class")
+            # A property's setter (or a descriptor's __set__) decides what a later read gives.
+            from .descriptors import set_through_descriptor
+
+            set_through_descriptor(tx, self, name, attr, value)
+            return
         tx.record_setattr(self, name, value)
 
     def truth(self, tx):
@@ -470,8 +483,9 @@ def generic_getattr(tx, value: ObjectValue, name: str) -> Value:
     getter = class_lookup(type(cls_attr), "__get__")
     if type(getter) is types.FunctionType:
         # A descriptor written in Python (``lazy_property``): its ``__get__`` traced, as eager calls it.
-        guard_class_attribute(tx, value, obj, name, cls_attr)
-        return UserFunctionValue(getter).call(tx, [wrap(tx, cls_attr, None), value, wrap(tx, cls, None)], {})
+        from .descriptors import get_through_descriptor
+
+        return get_through_descriptor(tx, value, name, cls_attr, getter)
     if getter is not _MISSING:
         raise GraphBreak(f"attribute `{name}` of {value.describe()} is a {type(cls_attr).__name__} descriptor")
     return wrap(tx, cls_attr, attribute_source(value, obj, name))
@@ -512,6 +526,11 @@ def _data_descriptor(tx, value: ObjectValue, name: str, attr) -> Value:
             raise GraphBreak(f"slot `{name}` of {value.describe()} is not set (AttributeError at run time)") \
                 from None
         return wrap(tx, result, attribute_source(value, obj, name))
+    getter = class_lookup(type(attr), "__get__")
+    if type(getter) is types.FunctionType:
+        from .descriptors import get_through_descriptor
+
+        return get_through_descriptor(tx, value, name, attr, getter)
     raise GraphBreak(f"attribute `{name}` of {value.describe()} is a {type(attr).__name__} descriptor")
 
 

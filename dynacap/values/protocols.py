@@ -1,0 +1,241 @@
+"""Builtins on user objects by CPython's own protocol code: ``float``/``int``/``operator.index``/``hash``/
+``str``/``repr``/``format``, ``abs``, ordering for ``sorted``/``min``/``max``, ``in`` by iteration, and
+iteration by ``__getitem__`` (the old sequence protocol).
+
+Where the protocol's answer is a Python constant (a number, a hash, a string), the real builtin runs at
+capture time on a *stand-in*: an object of a throwaway class with the user class's name whose special
+methods are the user's, each traced (inlined) when CPython's C code calls it.  CPython then decides
+which method runs, in which order, what it accepts of the result and what it raises (``__float__``
+returning an int, ``__hash__ = None``, ``-1`` hashed as ``-2``), exactly as at run time; a method's
+result must be a constant of the trace.  Methods the class inherits from ``object`` stay ``object``'s,
+except those whose answer depends on the object's address (``object.__repr__``, ``object.__hash__``),
+which break.  What must not live here: running any user code for real (it is always traced) and
+anything about containers.
+"""
+from __future__ import annotations
+
+import types
+import warnings
+
+from ..errors import GraphBreak
+from .base import Value
+from .constant import ConstantValue
+from .iterators import PullIterator
+from .objects import _MISSING, class_lookup
+
+#: The methods a stand-in may carry (what the builtins here reach through type slots).
+_PROTOCOL_METHODS = ("__float__", "__int__", "__index__", "__trunc__", "__hash__", "__str__", "__repr__",
+                     "__format__")
+#: ``object``'s methods whose answer is the object's address: unknown at capture time.
+_BY_ADDRESS = {"__repr__": object.__repr__, "__hash__": object.__hash__}
+
+
+def user_class(value: Value) -> type | None:
+    from .operators import _object_class
+
+    return _object_class(value)
+
+
+def run_protocol(tx, value: Value, builtin, what: str, *args):
+    """``builtin(obj, *args)`` run for real on a stand-in of the user object ``value`` (its methods traced):
+    the constant it returns, or what it raises (a ``PythonError``, catchable as in eager)."""
+    standin = _standin(tx, value, what)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = builtin(standin, *args)
+    except GraphBreak:
+        raise
+    except Exception as e:
+        from .exceptions import from_real
+
+        raise from_real(e, f"{what} on {value.describe()} raised {type(e).__name__}: {e}") from None
+    if caught:
+        raise GraphBreak(f"{what} on {value.describe()} warns at run time ({caught[0].message})")
+    return result
+
+
+def _standin(tx, value: Value, what: str):
+    cls = user_class(value)
+    namespace = {"__module__": cls.__module__, "__qualname__": cls.__qualname__, "__slots__": ()}
+    for name in _PROTOCOL_METHODS:
+        method = class_lookup(cls, name)
+        if method is None:
+            namespace[name] = None  # ``__hash__ = None``: unhashable, as CPython says it
+        elif method is _BY_ADDRESS.get(name):
+            namespace[name] = _by_address(value, name, what)
+        elif method is _MISSING or method is class_lookup(object, name):
+            continue  # object's own (``object.__str__`` calls the stand-in's ``__repr__``)
+        elif type(method) is types.FunctionType:
+            namespace[name] = _traced(tx, value, name, what)
+        else:
+            namespace[name] = _unsupported(value, name, method, what)
+    return type(cls.__name__, (), namespace)()
+
+
+def _traced(tx, value: Value, name: str, what: str):
+    def method(_standin, *args):
+        from .operators import call_dunder
+
+        result = call_dunder(tx, value, name, [ConstantValue(a) for a in args], what)
+        if not result.is_constant():
+            raise GraphBreak(f"{what} on {value.describe()}: its {name} returned {result.describe()}, "
+                             "not known at capture time")
+        return result.as_constant()
+
+    return method
+
+
+def _by_address(value: Value, name: str, what: str):
+    def method(_standin, *args):
+        raise GraphBreak(f"{what} on {value.describe()}: its class's {name} is object's, which depends on the "
+                         "object's address (not known at capture time)")
+
+    return method
+
+
+def _unsupported(value: Value, name: str, method, what: str):
+    def stub(_standin, *args):
+        raise GraphBreak(f"{what} on {value.describe()}: its {name} is a {type(method).__name__}, not a Python "
+                         "function")
+
+    return stub
+
+
+def constant_protocol(tx, builtin, what: str, value: Value, *args: Value) -> Value | None:
+    """``builtin(value, *args)`` for a user object (None for other values): a constant of the trace."""
+    if user_class(value) is None or not all(a.is_constant() for a in args):
+        return None
+    return ConstantValue(run_protocol(tx, value, builtin, what, *(a.as_constant() for a in args)))
+
+
+def absolute(tx, value: Value) -> Value | None:
+    """``abs(obj)``: ``type(obj).__abs__(obj)``, whatever it returns (another object, a tensor)."""
+    from .operators import call_dunder
+
+    cls = user_class(value)
+    if cls is None:
+        return None
+    if class_lookup(cls, "__abs__") is _MISSING:
+        from .exceptions import python_error
+
+        raise python_error(TypeError, f"bad operand type for abs(): '{cls.__name__}'",
+                           reason=f"`abs()` on {value.describe()}, whose class has no __abs__ (TypeError at run time)")
+    return call_dunder(tx, value, "__abs__", [], "`abs()`")
+
+
+class _Ordered:
+    """An item as ``sorted``/``min``/``max`` compare it: each ``<``/``>`` CPython's sort asks for is the
+    traced comparison of the values (their classes' ``__lt__``/``__gt__``, reflected ones included)."""
+
+    __slots__ = ("tx", "value")
+
+    def __init__(self, tx, value: Value):
+        self.tx = tx
+        self.value = value
+
+    def __lt__(self, other):
+        return self._compare("<", other)
+
+    def __gt__(self, other):
+        return self._compare(">", other)
+
+    def _compare(self, symbol: str, other) -> bool:
+        from .operators import compare_op
+
+        right = other.value if type(other) is _Ordered else ConstantValue(other)
+        return compare_op(self.tx, symbol, self.value, right).truth(self.tx)
+
+
+def ordering_key(tx, value: Value):
+    """What ``sorted``/``min``/``max`` compare for ``value``: a constant itself, anything else a stand-in
+    whose comparisons are traced when CPython's sort asks for them."""
+    return value.as_constant() if value.is_constant() else _Ordered(tx, value)
+
+
+def contains_by_iteration(tx, item: Value, container: Value) -> bool | None:
+    """``item in obj`` for a class without ``__contains__`` (``_PySequence_IterSearch``): ``iter(obj)``
+    pulled until an item that is ``item`` or equals it (``candidate == item``, candidate on the left).
+    None when the class has a ``__contains__``."""
+    from .iterators import iterator_of
+    from .operators import compare_op, identical
+
+    cls = user_class(container)
+    if cls is None or class_lookup(cls, "__contains__") is not _MISSING:
+        return None
+    iterator = iterator_of(tx, container)
+    while (candidate := iterator.next_item(tx)) is not None:
+        if identical(candidate, item) is True or compare_op(tx, "==", candidate, item).truth(tx):
+            return True
+    return False
+
+
+def old_sequence_iterator(tx, value: Value) -> Value | None:
+    """``iter(obj)`` for a class with a Python ``__getitem__`` and no ``__iter__``: CPython's sequence
+    iterator (``obj[0]``, ``obj[1]``... until ``IndexError`` or ``StopIteration``), or None."""
+    cls = user_class(value)
+    if cls is None or class_lookup(cls, "__iter__") is not _MISSING \
+            or type(class_lookup(cls, "__getitem__")) is not types.FunctionType:
+        return None
+    return SequenceIterator(value)
+
+
+class SequenceIterator(PullIterator):
+    """CPython's ``iterator`` object over ``__getitem__``: each ``next()`` calls ``obj[i]`` (traced)."""
+
+    def __init__(self, target: Value):
+        self.target = target
+        self.index = 0
+        self.done = False
+
+    def describe(self):
+        return f"iterator over {self.target.describe()} by __getitem__"
+
+    def next_item(self, tx) -> Value | None:
+        from .exceptions import PythonError
+        from .operators import call_dunder
+
+        if self.done:
+            return None
+        try:
+            item = call_dunder(tx, self.target, "__getitem__", [ConstantValue(self.index)], "iteration")
+        except PythonError as e:
+            if issubclass(e.exception.cls, (IndexError, StopIteration)):
+                self.done = True
+                return None
+            raise
+        self.index += 1
+        return item
+
+
+_CONVERSIONS = {1: str, 2: repr, 3: ascii}
+
+
+def format_value(tx, value: Value, conversion: int, spec: str) -> Value | None:
+    """``FORMAT_VALUE`` (an f-string field) on a user object: ``str``/``repr``/``ascii`` of it when the field
+    converts (``!s``, ``!r``, ``!a``), then ``format(_, spec)``, as CPython's ``PyObject_Format`` runs them.
+    None for other values."""
+    if user_class(value) is None:
+        return None
+    convert = _CONVERSIONS.get(conversion)
+    if convert is None:
+        return ConstantValue(run_protocol(tx, value, format, "an f-string", spec))
+    return ConstantValue(format(run_protocol(tx, value, convert, "an f-string"), spec))
+
+
+def index_operand(tx, container: Value, index: Value) -> Value:
+    """The index a subscript of a list, tuple, str, range or tensor uses: a user object's ``__index__``
+    (``PyNumber_Index``, traced) when its class has one; any other index (and any other container: a dict
+    hashes the object, a user class gets it as it is) unchanged."""
+    import operator
+
+    from .containers import SequenceValue
+    from .tensor import TensorValue
+
+    cls = user_class(index)
+    if cls is None or class_lookup(cls, "__index__") is _MISSING:
+        return index
+    if isinstance(container, (SequenceValue, TensorValue)) or container.is_constant() \
+            and type(container.as_constant()) in (str, bytes, range, tuple):
+        return ConstantValue(run_protocol(tx, index, operator.index, "an index"))
+    return index
