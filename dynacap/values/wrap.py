@@ -55,6 +55,12 @@ def wrap(tx, obj, source: Source | None) -> Value:
     # runs a class's own ``__getattribute__`` (user code the program never called).
     g = tx.guards
     t = type(obj)
+    if issubclass(t, type):
+        from .classes import made_class
+
+        made = made_class(tx, obj)
+        if made is not None:
+            return made  # a class this trace made: its namespace, made again at run time if it escapes
     if issubclass(t, torch.Tensor):
         if source is None:
             raise GraphBreak("a tensor created outside the graph (no way to reach it from the frame)")
