@@ -167,3 +167,15 @@ def dict_union(tx, symbol: str, a: Value, b: Value) -> Value:
     result = left | right
     factory = a.default_factory if type(result) is a.dict_type else b.default_factory
     return DictValue(dict(result), dict_type=type(result), default_factory=factory)
+
+
+def one_value_per_object(value: Value) -> bool:
+    """Whether ``value`` is the one value standing for its runtime object, so that two such values are two
+    objects (``is`` is False): a list, dict, deque or set.  ``wrap`` keeps one value per container of the
+    frame (``tx.ctx.containers``) and one made in the trace is a new object.  (Tuples are not: two
+    values may be one tuple read through two paths.)"""
+    from .containers import DictValue, ListValue
+    from .deques import DequeValue
+    from .sets import SetValue
+
+    return type(value) in (ListValue, DictValue, DequeValue, SetValue)
