@@ -22,7 +22,8 @@ from .containers import DictValue, IteratorValue, ListValue, SequenceValue, Tupl
 from .functions import make_partial
 from .namespaces import frame_globals, frame_locals
 from .protocols import absolute, constant_protocol, ordering_key
-from .iterators import EnumerateValue, FilterValue, MapValue, PullIterator, ZipValue, call_back, is_lazy, iterator_of
+from .iterators import (EnumerateValue, FilterValue, GeneratorValue, MapValue, PullIterator, call_back,
+                        callable_iterator, is_lazy, iterator_of, zip_of)
 
 _EFFECTFUL = {"print", "input", "open", "exec", "eval", "compile", "breakpoint", "exit", "quit", "delattr", "globals", "locals", "vars", "id", "iter", "next", "super", "__import__", "help"}
 
@@ -220,6 +221,8 @@ def _hash(tx, args, kwargs):
 
 
 def _iter(tx, args, kwargs):
+    if len(args) == 2 and not kwargs:
+        return callable_iterator(tx, args[0], args[1])
     if len(args) != 1 or kwargs:
         return None
     return iterator_of(tx, args[0])
@@ -228,7 +231,8 @@ def _iter(tx, args, kwargs):
 def _next(tx, args, kwargs):
     if not args or not isinstance(args[0], (IteratorValue, PullIterator)) or kwargs:
         return None
-    item = args[0].next_item(tx)
+    # What a generator raises leaves next() as it is (StopIteration as RuntimeError, PEP 479).
+    item = args[0].next_item(tx, exact=True) if isinstance(args[0], GeneratorValue) else args[0].next_item(tx)
     if item is not None:
         return item
     if len(args) > 1:
@@ -361,14 +365,16 @@ def _rows_iterator(rows: list, iterables: list) -> Value:
     is rebuilt as one after a break) when no iterable can change before the rows are read (tuples, strings,
     ranges); else the rows, which only a ``for`` loop or a consumer reads at once (``next()`` on them breaks:
     eager's iterator would see a list changed in between)."""
+    return IteratorValue(rows) if all(_fixed(v) for v in iterables) else RowsValue(rows)
+
+
+def _fixed(v) -> bool:
+    """Whether ``v``'s items cannot change before a zip/enumerate/reversed over it reads them."""
     from .containers import DictViewValue
 
-    def fixed(v):
-        if isinstance(v, TupleValue) and not isinstance(v, DictViewValue):
-            return True
-        return v.is_constant() and type(v.as_constant()) in (str, bytes, tuple, range, frozenset)
-
-    return IteratorValue(rows) if all(fixed(v) for v in iterables) else RowsValue(rows)
+    if isinstance(v, TupleValue) and not isinstance(v, DictViewValue):
+        return True
+    return v.is_constant() and type(v.as_constant()) in (str, bytes, tuple, range, frozenset)
 
 
 class RowsValue(TupleValue):
@@ -386,14 +392,11 @@ def _zip(tx, args, kwargs):
     if set(kwargs) - {"strict"} or not strict.is_constant():
         return None
     args = [_pulled(tx, a) for a in args]
-    if any(is_lazy(a) for a in args):
-        if strict.as_constant():
-            return None
-        return ZipValue([iterator_of(tx, a) for a in args])
-    columns = [a.iterate(tx) for a in args]
-    if strict.as_constant() and len({len(c) for c in columns}) > 1:
-        raise GraphBreak("zip(strict=True) of arguments of different lengths (ValueError at run time)")
-    return _rows_iterator([TupleValue(list(row)) for row in zip(*columns)], args)
+    if strict.as_constant() or not all(_fixed(a) for a in args):
+        # Pulled one item of each in turn, as eager's zip: an iterator keeps what zip did not take, a list
+        # is read as it is at each step, strict=True raises ValueError where eager does.
+        return zip_of(tx, args, bool(strict.as_constant()))
+    return IteratorValue([TupleValue(list(row)) for row in zip(*(a.iterate(tx) for a in args))])
 
 
 def _map(tx, args, kwargs):
@@ -412,6 +415,10 @@ def _filter(tx, args, kwargs):
 def _reversed(tx, args, kwargs):
     if isinstance(args[0], (IteratorValue, PullIterator)):
         raise GraphBreak(f"reversed() of {args[0].describe()} (TypeError at run time)")
+    if type(args[0]) is ListValue:
+        from .live_iterators import live_reversed
+
+        return live_reversed(args[0])  # an index into the live list, as CPython's
     return _rows_iterator(list(reversed(args[0].iterate(tx))), args[:1])
 
 
@@ -680,7 +687,7 @@ def _scalar_ctor(kind):
         from .exceptions import ExceptionValue
 
         if kind is str and len(args) == 1 and not kwargs and isinstance(args[0], ExceptionValue):
-            return ConstantValue(args[0].text("str"))
+            return args[0].to_text(tx, "str")
         if len(args) == 1 and not kwargs:
             return constant_protocol(tx, kind, f"`{kind.__name__}()`", args[0])  # __float__, __int__, __str__...
         return None

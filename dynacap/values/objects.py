@@ -25,18 +25,10 @@ from ..regions import protected
 from ..source import AttrSource, ClassSource, DictStorageSource, GenericAttrSource, Source
 from .base import DELETED, Value
 from .constant import ConstantValue
+from .exceptions import AttributeMissing, missing_attribute_message  # AttributeMissing re-exported
 
 _MISSING = object()
 _OBJECT_CLASS = object.__dict__["__class__"]
-
-
-class AttributeMissing(GraphBreak):
-    """The generic lookup found nothing: ``AttributeError`` at run time.
-
-    Callers that model what eager does with that error (``hasattr``, ``getattr``
-    with a default, a class's ``__getattr__``) catch it when it was raised directly
-    (no inlined frame in ``frames``); anywhere else it is a graph break.
-    """
 
 
 def class_lookup(cls: type, name: str):
@@ -330,7 +322,11 @@ _STDLIB_MODELS: dict = {}
 
 def all_items(tx, value: Value) -> list[Value]:
     """``value``'s items for a consumer that takes them all at once (``list(v)``, ``[*v]``, unpacking)."""
-    return value.consume(tx) if isinstance(value, ObjectValue) else value.iterate(tx)
+    from .iterators import PullIterator
+
+    if isinstance(value, ObjectValue):
+        return value.consume(tx)
+    return value.take_all(tx) if isinstance(value, PullIterator) else value.iterate(tx)
 
 
 def escaped(e: AttributeMissing) -> AttributeMissing:
@@ -346,7 +342,7 @@ def escaped(e: AttributeMissing) -> AttributeMissing:
         code = frame.tracer.code
         if code.co_flags & inspect.CO_GENERATOR or protected(code, frame.instruction.offset):
             return e
-    return AttributeMissing(e.reason)
+    return AttributeMissing(e.reason, e.exception, reraise=e.reraise)
 
 
 def environment_variable(tx, value: "ObjectValue", key: Value):
@@ -468,7 +464,8 @@ def generic_getattr(tx, value: ObjectValue, name: str) -> Value:
     if cls_attr is _MISSING:
         if not deleted:
             guard_missing(tx, value, name)
-        raise AttributeMissing(f"{value.describe()} has no attribute {name!r} (AttributeError at run time)")
+        raise AttributeMissing(f"{value.describe()} has no attribute {name!r} (AttributeError at run time)",
+                               message=missing_attribute_message(obj, name))
     if type(cls_attr) is types.FunctionType:
         guard_class_attribute(tx, value, obj, name, cls_attr)
         return modelled_method(cls_attr, value) or BoundMethodValue(UserFunctionValue(modelled_function(cls_attr)),

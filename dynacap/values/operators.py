@@ -92,7 +92,9 @@ def _fold(fn, symbol: str, a: Value, b: Value) -> Value:
     try:
         result = fn(a.as_constant(), b.as_constant())
     except Exception as e:
-        raise GraphBreak(f"`{symbol}` raised {type(e).__name__}: {e}") from e
+        from .exceptions import from_real
+
+        raise from_real(e, f"`{symbol}` raised {type(e).__name__}: {e}") from None
     from .wrap import wrap_constant_result
 
     return wrap_constant_result(result, f"`{symbol}`")
