@@ -4,8 +4,8 @@ Every CPython 3.11 opcode is either handled by an ``ops_*`` family or listed
 in ``BREAK_REASONS`` (``tests/test_opcodes.py`` checks ``dis.opmap`` against
 both).  An opcode listed here breaks the graph: the instruction runs eagerly
 (or, where it cannot run alone, the frame does), so the result is eager's.
-Most are never reached by a captured frame (the hook skips module and class
-bodies, exec'd code, coroutines and generators; ``except*`` handlers are only
+Most are never reached by a captured frame (the hook skips module bodies,
+exec'd code, coroutines and generators; ``except*`` handlers are only
 entered on an exception group, which the trace never raises); they are listed
 so that reaching one anyway is a clean break, never an internal error.
 
@@ -18,19 +18,12 @@ from .tracer import HANDLERS
 
 _HANDLER = "an exception-group handler ({what}) is not captured: the code around it runs eagerly"
 _ASYNC = "async code ({what}) is not captured: coroutines and async generators run eagerly"
-_NAMES = ("a name of a module or class body or exec'd code ({what}) is not captured: dynacap captures "
-          "function frames only")
 
 #: opname -> the reason a user reads when capture stops there.
 BREAK_REASONS = {
     "CACHE": "an inline cache entry (CACHE) is not an instruction",
-    "LOAD_NAME": _NAMES.format(what="LOAD_NAME"),
-    "STORE_NAME": _NAMES.format(what="STORE_NAME"),
-    "DELETE_NAME": _NAMES.format(what="DELETE_NAME"),
-    "SETUP_ANNOTATIONS": "annotations of a module or class body (SETUP_ANNOTATIONS) are not captured",
     "PRINT_EXPR": "an interactive-mode expression statement (PRINT_EXPR) is not captured",
     "IMPORT_STAR": "`from module import *` (IMPORT_STAR) is not captured",
-    "LOAD_BUILD_CLASS": "a `class` statement inside the captured code is not captured: it runs eagerly",
     "CHECK_EG_MATCH": _HANDLER.format(what="`except* SomeError`"),
     "PREP_RERAISE_STAR": _HANDLER.format(what="`except*`"),
     "GET_AWAITABLE": _ASYNC.format(what="`await`"),
@@ -40,6 +33,9 @@ BREAK_REASONS = {
     "BEFORE_ASYNC_WITH": _ASYNC.format(what="`async with`"),
     "ASYNC_GEN_WRAP": _ASYNC.format(what="`yield` in an async generator"),
 }
+
+# ``class`` statements and the names of their bodies (registered before the refusals below).
+from . import ops_classes  # noqa: E402,F401
 
 
 def refuse(tx, ins):

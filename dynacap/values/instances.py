@@ -131,7 +131,12 @@ def instantiate(tx, cls_value: Value, args: list[Value], kwargs: dict[str, Value
     """``cls(*args, **kwargs)`` for a plain user class: a new object, its ``__init__`` inlined."""
     from .subclasses import make_namedtuple, namedtuple_fields
 
+    from .classes import MadeClassValue, make_descriptor
+
     cls = cls_value.as_constant()
+    descriptor = make_descriptor(cls, args, kwargs)
+    if descriptor is not None:
+        return descriptor
     if namedtuple_fields(cls) is not None:
         return make_namedtuple(tx, cls_value, args, kwargs)
     if issubclass(type(cls), enum.EnumMeta) and len(args) == 1 and not kwargs \
@@ -144,12 +149,15 @@ def instantiate(tx, cls_value: Value, args: list[Value], kwargs: dict[str, Value
         article = "an" if cls.__qualname__[:1].lower() in "aeiou" else "a"
         raise GraphBreak(f"creating {article} {cls.__qualname__} object in captured code: {why}")
     class_source = cls_value.source or ClassSource(cls)
+    made = cls_value if isinstance(cls_value, MadeClassValue) else None
     init = class_lookup(cls, "__init__")
     if init is _OBJECT_INIT:
         if args or kwargs:
             raise GraphBreak(f"{cls.__qualname__}() takes no arguments (TypeError at run time)")
-        return _new_object(cls, class_source, tuple(_OPEN.get(id(tx.ctx), ())))
+        return _new_object(cls, class_source, tuple(_OPEN.get(id(tx.ctx), ())), made)
     if type(init) is not types.FunctionType:  # the dict base's own __init__
+        if made is not None:
+            raise GraphBreak(f"creating a {cls.__qualname__} object: its __init__ is a {type(init).__name__}")
         obj = _new_object(cls, class_source, tuple(_OPEN.get(id(tx.ctx), ())))
         obj.init_base(tx, args, kwargs)
         return obj
@@ -158,7 +166,7 @@ def instantiate(tx, cls_value: Value, args: list[Value], kwargs: dict[str, Value
     stack = _OPEN.setdefault(id(ctx), [])
     stack.append(record)
     try:
-        result, obj = _run_init(tx, cls, class_source, init, args, kwargs, tuple(stack))
+        result, obj = _run_init(tx, cls_value, class_source, init, args, kwargs, tuple(stack))
     except GraphBreak:
         made = ctx.mutations - record.start
         if made == record.fresh:
@@ -180,16 +188,25 @@ def instantiate(tx, cls_value: Value, args: list[Value], kwargs: dict[str, Value
     return obj
 
 
-def _run_init(tx, cls, class_source, init, args, kwargs, born_in) -> tuple[Value, "NewObjectValue"]:
+def _run_init(tx, cls_value, class_source, init, args, kwargs, born_in) -> tuple[Value, "NewObjectValue"]:
     from .wrap import wrap
 
+    from .classes import MadeClassValue
     from .functions import UserFunctionValue
     from .objects import modelled_function
 
-    obj = _new_object(cls, class_source, born_in)
+    cls = cls_value.as_constant()
+    made = cls_value if isinstance(cls_value, MadeClassValue) else None
+    obj = _new_object(cls, class_source, born_in, made)
     model = modelled_function(init)
-    # Through the class, so that assigning ``Cls.__init__`` (or a base's) recompiles.
-    init_value = wrap(tx, init, AttrSource(class_source, "__init__")) if model is init else UserFunctionValue(model)
+    owner, own_init = made.lookup("__init__") if made is not None else (None, None)
+    if isinstance(owner, MadeClassValue):
+        init_value = own_init  # the namespace's function, with its closure cells
+    elif model is init:
+        # Through the class, so that assigning ``Cls.__init__`` (or a base's) recompiles.
+        init_value = wrap(tx, init, AttrSource(class_source, "__init__"))
+    else:
+        init_value = UserFunctionValue(model)
     calling, tx.calling = tx.calling, False  # __init__'s result is not the CALL's
     try:
         return init_value.call(tx, [obj, *args], kwargs), obj
@@ -197,11 +214,17 @@ def _run_init(tx, cls, class_source, init, args, kwargs, born_in) -> tuple[Value
         tx.calling = calling
 
 
-def _new_object(cls: type, class_source, born_in: tuple) -> "NewObjectValue":
+def _new_object(cls: type, class_source, born_in: tuple, made=None) -> "NewObjectValue":
     """The value of a new ``cls`` object: a dict subclass has items besides its attributes."""
     from .subclasses import NewDictObjectValue, NewListObjectValue, container_base
 
     base = container_base(cls)
+    if made is not None:
+        if base is not None:
+            raise GraphBreak(f"creating a {cls.__qualname__} object: a {base.__name__} subclass made in captured code")
+        from .classes import MadeObjectValue
+
+        return MadeObjectValue(made, born_in)
     if base is list:
         return NewListObjectValue(cls, class_source, born_in)
     if base is not None:

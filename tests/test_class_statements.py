@@ -1,0 +1,324 @@
+"""Classes made inside captured code (issue 8, item 2): ``class`` statements traced, faithfully.
+
+Eager makes a new class on every run of a ``class`` statement: its identity, its attributes and
+what its creation does belong to that call.  Each test compares with eager (``run_differential``:
+results, mutated inputs, printed text, exceptions), then graph counts; classes that leave the call
+(returned, stored in a global, the class of a returned instance) must be a new class on each call,
+or a clean break.
+"""
+import pytest
+import torch
+
+import dynacap
+from differential import CountingBackend, assert_fully_captured, run_differential
+
+BACKENDS = ["eager", "aot_eager"]
+
+
+class Scaler:
+    factor = 2.0
+
+    def __init__(self, k):
+        self.k = k
+
+    def apply(self, t):
+        return t * self.k * self.factor
+
+
+def class_with_method(x):
+    class Local:
+        def __init__(self, t):
+            self.t = t
+
+        def get(self):
+            return self.t.sin() + 1
+
+    return Local(x).get()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_class_statement_is_one_graph(backend):
+    d = run_differential(class_with_method, torch.randn(4), backend=CountingBackend(backend))
+    assert d.compiles_first == 1
+    assert_fully_captured(class_with_method, torch.randn(4))
+
+
+def closure_and_super(x):
+    scale = 4
+
+    class Local(Scaler):
+        factor = 0.5
+
+        def apply(self, t):
+            return super().apply(t) * scale
+
+    return Local(3).apply(x), Local.factor, Local.__name__, isinstance(Local(1), Scaler)
+
+
+def test_closure_inherited_attribute_and_super():
+    d = run_differential(closure_and_super, torch.randn(3))
+    assert d.compiles_first == 1
+
+
+def class_attribute_state(x):
+    class Bag:
+        items = []
+        count = 0
+
+        def add(self, v):
+            self.items.append(v)
+            Bag.count += 1
+
+    a, b = Bag(), Bag()
+    a.add(1)
+    b.add(2)
+    return x * len(Bag.items), a.items is b.items, Bag.count, list(Bag.items)
+
+
+def test_class_state_is_per_call():
+    """A list in the class body is a new list on each call: the second call must not see the first's items."""
+    d = run_differential(class_attribute_state, torch.randn(3))
+    assert d.compiles_first == 1
+    for outcome in d.captured:
+        assert outcome.result[2] == 2 and outcome.result[3] == [1, 2]
+
+
+def body_effects(x, log):
+    class Logged:
+        log.append("making Logged")
+        size = len(log) + 2
+
+    log.append(f"made {Logged.size}")
+    return x + Logged.size
+
+
+def test_class_body_side_effects_replayed_each_call():
+    """The body's effects (here on an argument list) happen on every call, in order."""
+    d = run_differential(body_effects, torch.randn(3), ["start"])
+    assert d.compiles_first == 1
+    assert all(o.inputs[0][1] == ["start", "making Logged", "made 4"] for o in d.captured)
+
+
+def body_prints(x):
+    class Loud:
+        print("making Loud")
+        size = 3
+
+    print("made", Loud.size)
+    return x + Loud.size
+
+
+def test_class_body_that_breaks_runs_eagerly():
+    """``print`` is a break: the whole ``class`` statement runs eagerly (never resumed inside the body)."""
+    d = run_differential(body_prints, torch.randn(3), check_cache=False)
+    assert all(o.stdout == "making Loud\nmade 3\n" for o in d.captured)
+
+
+def descriptors(x):
+    class Field:
+        def __set_name__(self, owner, name):
+            self.name = name
+
+        def __get__(self, obj, owner):
+            return self if obj is None else obj.__dict__.get(self.name, 7)
+
+    class P:
+        width = Field()
+
+        def __init__(self):
+            self._v = 1
+
+        @property
+        def v(self):
+            return self._v
+
+        @v.setter
+        def v(self, value):
+            self._v = value * 2
+
+        @staticmethod
+        def s(*args):
+            return len(args)
+
+        @classmethod
+        def who(cls):
+            return cls.__name__
+
+    p = P()
+    p.v = 5
+    return x * p.width + p.v, P.width.name, P.s(1, 2), p.s(), P.who(), p.who()
+
+
+def test_descriptors_set_name_property_static_and_class_methods():
+    d = run_differential(descriptors, torch.randn(3))
+    assert d.compiles_first == 1
+
+
+def init_subclass_registry(x):
+    registry = []
+
+    class Base:
+        def __init_subclass__(cls, tag=None, **kwargs):
+            registry.append((cls.__name__, tag))
+
+    class A(Base, tag="a"):
+        pass
+
+    class B(A):
+        pass
+
+    return x + len(registry), registry
+
+
+def test_init_subclass_of_a_class_made_here_is_traced():
+    d = run_differential(init_subclass_registry, torch.randn(3))
+    assert d.compiles_first == 1
+    assert d.captured[1].result[1] == [("A", "a"), ("B", None)]
+
+
+def exception_class(x):
+    class Stop(Exception):
+        pass
+
+    try:
+        raise Stop("no")
+    except Stop as e:
+        return x + 1, e.args
+
+
+def test_exception_class_made_here_is_raised_and_caught():
+    d = run_differential(exception_class, torch.randn(3))
+    assert d.compiles_first == 1
+
+
+def mixins(x):
+    class Scale:
+        def apply(self, t):
+            return t * 2
+
+    class Shift:
+        def apply(self, t):
+            return t + 1
+
+    class Both(Shift, Scale):
+        pass
+
+    class Chained(Shift, Scale):
+        def apply(self, t):
+            return Scale.apply(self, Shift.apply(self, t))
+
+    return Both().apply(x), Chained().apply(x), [k.__name__ for k in Chained.__mro__]
+
+
+def test_mro_of_classes_made_here():
+    d = run_differential(mixins, torch.randn(3))
+    assert d.compiles_first == 1
+
+
+# -- escapes: a class or an instance leaving the call is made again at run time, or the frame breaks --
+
+def returns_class(x):
+    class K:
+        a = 1
+
+        def get(self):
+            return self.a
+
+    return x + 1, K
+
+
+def test_returned_class_is_new_on_each_call():
+    compiled = dynacap.optimize(returns_class, backend=CountingBackend())
+    (_, k1), (_, k2) = compiled(torch.ones(2)), compiled(torch.ones(2))
+    assert k1 is not k2
+    assert k1.__qualname__ == returns_class(torch.ones(2))[1].__qualname__
+    assert k1().get() == 1 and k1.a == 1
+
+
+def returns_instance(x):
+    class K:
+        def __init__(self, t):
+            self.t = t
+
+        def double(self):
+            return self.t * 2
+
+    k = K(x)
+    k.extra = 3
+    return k
+
+
+def test_returned_instance_has_a_class_of_its_own_call():
+    compiled = dynacap.optimize(returns_instance, backend=CountingBackend())
+    a, b = compiled(torch.ones(2)), compiled(torch.ones(2))
+    assert type(a) is not type(b)
+    assert torch.equal(a.double(), torch.full((2,), 2.0)) and a.extra == 3
+    assert type(a).__qualname__ == type(returns_instance(torch.ones(2))).__qualname__
+
+
+def returns_instance_of_closure_class(x):
+    s = 3
+
+    class K:
+        def get(self):
+            return s
+
+    return x + K().get(), K()
+
+
+def test_instance_of_a_class_with_a_closure_escaping_is_not_wrong():
+    """Methods closing over the frame cannot be made again after the graph: eager's result, by a break."""
+    compiled = dynacap.optimize(returns_instance_of_closure_class, backend=CountingBackend())
+    for _ in range(2):
+        t, k = compiled(torch.ones(2))
+        assert torch.equal(t, torch.full((2,), 4.0)) and k.get() == 3
+
+
+REGISTRY = []
+
+
+def stores_class_in_global(x):
+    class K:
+        pass
+
+    REGISTRY.append(K)
+    return x + 1
+
+
+def test_class_stored_in_a_global_is_new_on_each_call():
+    REGISTRY.clear()
+    compiled = dynacap.optimize(stores_class_in_global, backend=CountingBackend())
+    compiled(torch.ones(2))
+    compiled(torch.ones(2))
+    assert len(REGISTRY) == 2 and REGISTRY[0] is not REGISTRY[1]
+    assert REGISTRY[0].__qualname__ == "stores_class_in_global.<locals>.K"
+
+
+def metaclass_class(x):
+    class Meta(type):
+        pass
+
+    class K(metaclass=Meta):
+        pass
+
+    return x + 1, type(K).__name__
+
+
+def test_metaclass_breaks_cleanly():
+    run_differential(metaclass_class, torch.randn(3), check_cache=False)
+    out = dynacap.explain(metaclass_class)(torch.randn(3))
+    assert out.graph_break_count >= 1
+
+
+def type_of_instance(x):
+    class K:
+        a = 1
+
+    K.a = 5
+    return x * type(K()).a
+
+
+@pytest.mark.xfail(reason="needs wrap() to map a template to its class value (requests-creation.md R1)",
+                   strict=True)
+def test_type_of_instance_is_the_class_of_this_call():
+    run_differential(type_of_instance, torch.randn(3))
