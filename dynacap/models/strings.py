@@ -2,5 +2,20 @@
 """
 from __future__ import annotations
 
+
+def join(separator, iterable):
+    """``str.join``: the items taken at once (``PySequence_Fast``), each one a str, then joined."""
+    items = iterable if type(iterable) in (list, tuple) else list(iterable)
+    for i, item in enumerate(items):
+        if not isinstance(item, str):
+            raise TypeError(f"sequence item {i}: expected str instance, {type(item).__name__} found")
+    return separator.join(tuple(items))
+
+
+#: Methods of constants modelled when their arguments are not all constants (``",".join(generator)``):
+#: (type, name) -> model taking the constant first, read by ``values.functions.ConstantMethodValue``.
+METHODS = {
+    (str, "join"): join,
+}
+
 MODELS: dict = {}
-TRACED: dict = {}

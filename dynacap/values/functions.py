@@ -180,7 +180,15 @@ class ConstantMethodValue(MethodOfValue):
     def call(self, tx, args, kwargs):
         const = constant_args(args, kwargs)
         if const is None:
-            raise GraphBreak(f"{self.describe()} called with non-constant arguments")
+            from ..models.strings import METHODS
+
+            model = METHODS.get((type(self.owner.as_constant()), self.name))
+            if model is None:
+                raise GraphBreak(f"{self.describe()} called with non-constant arguments")
+            # A model takes the values apart (``",".join(generator)`` pulls it) down to constants.
+            from .wrap import wrap
+
+            return wrap(tx, model, None).call(tx, [self.owner, *args], kwargs)
         try:
             result = getattr(self.owner.as_constant(), self.name)(*const[0], **const[1])
         except Exception as e:
