@@ -1396,6 +1396,22 @@ class spectral_norm_train(nn.Module):
 
 
 @program(X48)
+class buffer_step_then_cached_tensor(nn.Module):
+    """The spectral-norm pattern without the hook: a buffer updated in place, a tensor cached on the
+    module (a Python side effect), then operations that cannot raise once traced."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+        self.register_buffer("u", torch.ones(4))
+
+    def forward(self, x):
+        self.u.mul_(0.5).add_(1.0)
+        self.cached = self.u * 2
+        return F.linear(x, self.fc.weight) + self.cached.sum()
+
+
+@program(X48)
 class weight_norm_parametrization(nn.Module):
     def __init__(self):
         super().__init__()
@@ -1587,3 +1603,49 @@ def test_benchmark_table(capsys):
     out = capsys.readouterr().out
     assert "| data_ema_buffer | default | 1 / 0 | 1 / 0 | yes / yes |" in out
     assert "programs: 2" in out and "results different from eager: none" in out
+
+
+# -- program order: operations after a Python side effect in a graph that changes an input ------------------
+
+class _Holder:
+    pass
+
+
+def _inputs(*extra):
+    """Fresh inputs of the program-order cases, the same each call (run_differential asks once per run)."""
+    torch.manual_seed(0)
+    return (rand(4, 8), *extra, _Holder()), {}
+
+
+def _step_cache_gather(x, idx, holder):
+    x.add_(1.0)  # changes an input: the graph cannot be rerun if it raises
+    holder.cached = x * 2  # a side effect, replayed after the graph
+    return x.index_select(0, idx)  # may raise on idx's values: runs after the replay
+
+
+def _step_cache_linear(x, w, holder):
+    x.add_(1.0)
+    holder.cached = x * 2
+    return F.linear(x, w).relu() + holder.cached.sum()  # raise only on shapes and dtypes, which tracing checked
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_program_order_operations_that_cannot_raise_follow_a_side_effect(backend):
+    from differential import run_differential
+
+    make = lambda: _inputs(torch.ones(3, 8))  # noqa: E731
+    diff = run_differential(_step_cache_linear, *make()[0], backend=CountingBackend(backend), fresh_inputs=make)
+    assert diff.compiles_first == 1
+
+
+def test_program_order_an_operation_that_may_raise_still_splits():
+    from differential import explain_captured, run_differential
+
+    make = lambda: _inputs(torch.tensor([2, 0]))  # noqa: E731
+    run_differential(_step_cache_gather, *make()[0], fresh_inputs=make)
+    out = explain_captured(_step_cache_gather, *make()[0])
+    assert (out.graph_count, out.graph_break_count) == (1, 1), str(out)
+    assert "after a Python side effect" in out.break_reasons[0].reason, str(out)
+    # When it raises, eager has changed x and set holder.cached: so has the captured run.
+    bad = lambda: _inputs(torch.tensor([7]))  # noqa: E731
+    run_differential(_step_cache_gather, *bad()[0], fresh_inputs=bad)

@@ -100,6 +100,54 @@ def test_reentrant_checkpoint_runs_eagerly_with_a_reason():
     assert "reentrant checkpointing" in str(out.break_reasons[0])
 
 
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_non_reentrant_checkpoint_sequential_is_traced_with_eager_gradients(backend):
+    torch.manual_seed(0)
+    layers = torch.nn.Sequential(*[torch.nn.Linear(6, 6) for _ in range(5)])
+
+    def fn(x):
+        return checkpointing.checkpoint_sequential(layers, 2, x, use_reentrant=False, preserve_rng_state=False).sum()
+
+    x = torch.randn(3, 6, requires_grad=True)
+    assert_fully_captured(fn, x)
+    x_eager, x_captured = x.detach().clone().requires_grad_(), x.detach().clone().requires_grad_()
+    fn(x_eager).backward()
+    eager_grads = [p.grad.clone() for p in layers.parameters()]
+    layers.zero_grad()
+    dynacap.optimize(fn, backend=backend)(x_captured).backward()
+    torch.testing.assert_close(x_captured.grad, x_eager.grad)
+    for got, expected in zip((p.grad for p in layers.parameters()), eager_grads):
+        torch.testing.assert_close(got, expected)
+
+
+def test_checkpoint_sequential_raises_where_torch_does():
+    layers = [torch.nn.Tanh(), torch.nn.ReLU()]
+
+    def segments_of_nothing(x):
+        return checkpointing.checkpoint_sequential(layers, 3, x, use_reentrant=False)  # range() step 0
+
+    def unknown_keyword(x):
+        return checkpointing.checkpoint_sequential(layers, 1, x, use_reentrant=False, chunks=2)
+
+    run_differential(segments_of_nothing, torch.randn(2, 3))
+    run_differential(unknown_keyword, torch.randn(2, 3))
+
+
+def test_reentrant_checkpoint_sequential_runs_eagerly_with_a_reason():
+    layers = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.Tanh())
+
+    def by_keyword(x):
+        return checkpointing.checkpoint_sequential(layers, 1, x, use_reentrant=True) + 1
+
+    def by_position(x):
+        return checkpointing.checkpoint_sequential(layers, 1, x, False) + 1  # not seen: eagerly too
+
+    for fn in (by_keyword, by_position):
+        out = explain_captured(fn, torch.randn(4, 3, requires_grad=True))
+        assert out.graph_break_count == 1
+        assert "reentrant checkpointing" in str(out.break_reasons[0])
+
+
 def test_quantized_functional_module_is_inlined():
     from torch.ao.nn.quantized import FloatFunctional
 
