@@ -318,7 +318,35 @@ def type_of_instance(x):
     return x * type(K()).a
 
 
-@pytest.mark.xfail(reason="needs wrap() to map a template to its class value (requests-creation.md R1)",
-                   strict=True)
+def returns_type_of_instance(x):
+    class K:
+        pass
+
+    return x + 1, type(K())
+
+
 def test_type_of_instance_is_the_class_of_this_call():
-    run_differential(type_of_instance, torch.randn(3))
+    """``type(obj)`` is the class the call made: its attributes as the trace changed them, new on each call."""
+    d = run_differential(type_of_instance, torch.randn(3))
+    assert d.compiles_first == 1
+    compiled = dynacap.optimize(returns_type_of_instance, backend=CountingBackend())
+    assert compiled(torch.ones(2))[1] is not compiled(torch.ones(2))[1]
+
+
+def super_into_class_made_here(x):
+    class Base:
+        items = [1, 2]
+
+        def f(self, t):
+            return t * len(self.items)
+
+    class Child(Base):
+        def f(self, t):
+            return super().f(t) + 1
+
+    return Child().f(x)
+
+
+def test_super_into_a_class_made_here():
+    d = run_differential(super_into_class_made_here, torch.randn(3))
+    assert d.compiles_first == 1

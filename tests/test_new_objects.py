@@ -596,6 +596,46 @@ class Slotted:
         self.a = a
 
 
+class SlottedWithDict:
+    __slots__ = ("a", "__dict__")
+
+    def __init__(self, a):
+        self.a = a
+        self.extra = a + 1
+
+
+def _slots(x):
+    s = Slotted(x)
+    s.a = s.a * 2
+    try:
+        s.b = 1
+    except AttributeError as e:
+        error = str(e)
+    d = SlottedWithDict(3)
+    return s.a, error, hasattr(s, "__dict__"), d.a + d.extra, vars(d)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_slots_objects_are_created_in_the_trace(backend):
+    """A slot is stored in the trace; a name with no slot and no ``__dict__`` raises AttributeError there."""
+    d = run_differential(_slots, torch.randn(3), backend=CountingBackend(inner=backend))
+    assert d.compiles_first == 1
+
+
+def _slots_returned(x):
+    s = Slotted(x + 1)
+    d = SlottedWithDict(2)
+    return s, d
+
+
+def test_slots_objects_escaping_are_built_at_run_time():
+    compiled = dynacap.optimize(_slots_returned, backend=CountingBackend())
+    s, d = compiled(torch.ones(2))
+    s2, _ = compiled(torch.ones(2))
+    assert type(s) is Slotted and torch.equal(s.a, torch.full((2,), 2.0)) and s is not s2
+    assert type(d) is SlottedWithDict and d.a == 2 and d.extra == 3 and vars(d) == {"extra": 3}
+
+
 class Meta(type):
     pass
 
@@ -671,7 +711,7 @@ class OwnNew:
 
 
 @pytest.mark.parametrize("cls, why", [
-    (Slotted, "__slots__"), (CallingMeta, "metaclass CallingMeta has its own __call__"),
+    (CallingMeta, "metaclass CallingMeta has its own __call__"),
     (WithLookupMeta, "metaclass LookupMeta has its own attribute lookup"),
     (Pair, "built-in class tuple"), (Layer, "torch.nn"), (Finalized, "__del__"), (OwnNew, "__new__"),
 ], ids=lambda v: v.__name__ if isinstance(v, type) else None)

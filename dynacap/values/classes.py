@@ -30,7 +30,7 @@ import weakref
 from ..errors import GraphBreak
 from ..source import ClassSource
 from .base import Value
-from .constant import ConstantValue
+from .constant import ConstantValue, is_literal
 from .instances import NewObjectValue
 from .objects import _MISSING, AttributeMissing, escaped
 
@@ -56,6 +56,15 @@ class _Stand_in:
 
     def __repr__(self):
         return f"<attribute {self.name} of a class made in captured code>"
+
+
+def is_template(cls: type) -> bool:
+    """Whether ``cls`` is the template of a class made in a trace (never a class the user may hold)."""
+    return cls in _TEMPLATES
+
+
+#: Every template alive (weakly): a template in rewritten code would be one class for every call.
+_TEMPLATES: "weakref.WeakSet[type]" = weakref.WeakSet()
 
 
 def made_class(tx, obj) -> "MadeClassValue | None":
@@ -240,10 +249,10 @@ class MadeClassValue(ConstantValue):
         """
         for klass in mro(self.value):
             made = self.made.get(id(klass))
-            if made is not None:
-                if name in made.namespace:
-                    return made, made.namespace[name]
-            elif name in own_dict(klass):
+            if made is not None and name in made.namespace:
+                return made, made.namespace[name]
+            # A real class's, or what ``type()`` added to a template (``__dict__``, ``__doc__``, slots).
+            if name in own_dict(klass):
                 return klass, own_dict(klass)[name]
         return None, _MISSING
 
@@ -274,6 +283,8 @@ class MadeClassValue(ConstantValue):
                 raise GraphBreak(f"attribute `{name}` of {self.describe()} is a classmethod of a built-in")
             self._guard_inherited(tx, name, attr)
             return BoundMethodValue(UserFunctionValue(attr.__func__), self)
+        if owner is self.value and is_literal(attr):
+            return ConstantValue(attr)  # what ``type()`` set (``__doc__``, ``__module__``): fixed per trace
         if name.startswith("__") and name.endswith("__") and not isinstance(attr, types.FunctionType):
             raise GraphBreak(f"attribute `{name}` of {self.describe()}")
         return super().getattr(tx, name)  # read (and guarded) through the template, along its MRO
@@ -295,7 +306,8 @@ class MadeClassValue(ConstantValue):
         self.namespace[name] = value
 
     def delete_attribute(self, tx, name: str) -> None:
-        if name not in self.namespace or name.startswith("__") and name.endswith("__"):
+        if name not in self.namespace or name.startswith("__") and name.endswith("__") \
+                or name in own_dict(self.value):  # the template keeps it: lookups would find it there
             raise GraphBreak(f"`del` of `.{name}` on {self.describe()}")
         tx.ctx.mutations += 1
         del self.namespace[name]
@@ -328,6 +340,43 @@ class MadeClassValue(ConstantValue):
 
 def _has(cls: type, name: str) -> bool:
     return any(name in own_dict(k) for k in mro(cls))
+
+
+def call_accessor(tx, accessor: Value, args: list[Value]) -> Value:
+    """A getter, setter or special method called by the lookup (its result is not a CALL's)."""
+    calling, tx.calling = tx.calling, False
+    try:
+        return accessor.call(tx, args, {})
+    except AttributeMissing as e:
+        raise escaped(e) from None
+    finally:
+        tx.calling = calling
+
+
+def bind(tx, attr: Value, instance: Value, owner: Value, name: str) -> Value:
+    """What a class attribute of a made class (a namespace value) gives read through ``instance``
+    (``owner``: the instance's class): methods bound, a property's getter called, ``__get__`` traced."""
+    from .functions import BoundMethodValue, UserFunctionValue
+
+    if isinstance(attr, UserFunctionValue):
+        return BoundMethodValue(attr, instance)
+    if isinstance(attr, StaticMethodValue):
+        return attr.bind(tx, instance, owner)
+    if isinstance(attr, PropertyValue):
+        return call_accessor(tx, attr.accessor("fget", f"attribute `{name}`"), [instance])
+    if isinstance(attr, NewObjectValue) and _has(type(attr.obj), "__get__"):
+        return attr.call_special(tx, "__get__", [instance, owner], f"attribute `{name}`")
+    return attr
+
+
+def super_attribute(tx, klass: type, name: str, instance: Value) -> Value | None:
+    """``super().<name>`` found in ``klass`` when it is a class made in this trace (None: it is not,
+    or its namespace lacks the name); bound to ``instance`` as the lookup binds it."""
+    made = made_class(tx, klass)
+    if made is None or name not in made.namespace:
+        return None
+    owner = instance.class_value if isinstance(instance, MadeObjectValue) else made
+    return bind(tx, made.namespace[name], instance, owner, name)
 
 
 class MadeObjectValue(NewObjectValue):
@@ -364,24 +413,10 @@ class MadeObjectValue(NewObjectValue):
             return attr.call_special(tx, "__get__", [self, self.class_value], what)
         if name in self.attrs:
             return self.attrs[name]
-        from .functions import BoundMethodValue, UserFunctionValue
-
-        if isinstance(attr, UserFunctionValue):
-            return BoundMethodValue(attr, self)
-        if isinstance(attr, StaticMethodValue):
-            return attr.bind(tx, self, self.class_value)
-        if descriptor and _has(type(attr.obj), "__get__"):
-            return attr.call_special(tx, "__get__", [self, self.class_value], what)
-        return attr
+        return bind(tx, attr, self, self.class_value, name)
 
     def _call_accessor(self, tx, accessor: Value, args: list[Value]) -> Value:
-        calling, tx.calling = tx.calling, False  # the accessor's result is not a CALL's
-        try:
-            return accessor.call(tx, [self, *args], {})
-        except AttributeMissing as e:
-            raise escaped(e) from None
-        finally:
-            tx.calling = calling
+        return call_accessor(tx, accessor, [self, *args])
 
     def call_special(self, tx, name, args, what):
         owner, attr = self.class_value.lookup(name)
@@ -497,6 +532,7 @@ def make_class(tx, name: str, bases: list[Value], namespace: dict[str, Value], k
     except TypeError as e:
         raise GraphBreak(f"class {name}: {e} (TypeError at run time)") from None
     value = MadeClassValue(template, list(bases), dict(namespace))
+    _TEMPLATES.add(template)
     _register(tx, value)
     _fill_class_cells(template, namespace)
     if classcell is not None:

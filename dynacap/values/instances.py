@@ -61,10 +61,6 @@ def why_not_plain(cls: type) -> str | None:
             return f"it derives from the built-in class {klass.__qualname__}"
         if str(klass.__module__).split(".")[0] == "torch" and not _traced_torch_class(klass):
             return f"it derives from {klass.__module__}.{klass.__qualname__}"
-        if type.__dict__["__dict__"].__get__(klass).get("__slots__"):
-            return f"{klass.__qualname__} has __slots__"
-    if not cls.__dictoffset__:
-        return "its instances have no __dict__ (__slots__)"
     for hook in ("__getattribute__", "__getattr__", "__setattr__", "__delattr__"):
         hook_function = lookup_hook(cls, hook)
         if hook_function is None or _frozen_dataclass_hook(cls, hook):
@@ -83,6 +79,12 @@ def why_not_plain(cls: type) -> str | None:
             and (base is None or init is not class_lookup(base, "__init__")):
         return f"its __init__ is a {type(init).__name__}"
     return None
+
+
+def _is_slot(cls: type, attr) -> bool:
+    """Whether ``attr`` (found on ``cls``) is a ``__slots__`` member of one of its classes."""
+    return type(attr) is types.MemberDescriptorType \
+        and getattr(attr, "__objclass__", None) in type.__dict__["__mro__"].__get__(cls)
 
 
 def _traced_torch_class(cls: type) -> bool:
@@ -264,9 +266,17 @@ class NewObjectValue(ObjectValue):
         self.call_special(tx, "__setattr__", [ConstantValue(name), value], f"assigning `.{name}`")
 
     def store(self, tx, name, value):
-        attr = class_lookup(type(self.obj), name)
-        if attr is not _MISSING and _is_data_descriptor(attr):
+        cls = type(self.obj)
+        attr = class_lookup(cls, name)
+        if attr is not _MISSING and _is_data_descriptor(attr) and not _is_slot(cls, attr):
             raise GraphBreak(f"assigning `.{name}` on {self.describe()}, a {type(attr).__name__} of its class")
+        if attr is _MISSING or not _is_slot(cls, attr):
+            if not cls.__dictoffset__:
+                from .exceptions import python_error
+
+                raise python_error(AttributeError, f"{cls.__name__!r} object has no attribute {name!r}",
+                                   reason=f"assigning `.{name}` on {self.describe()}, whose class has __slots__ "
+                                          "without it (AttributeError at run time)")
         self._changed(tx)
         self.attrs[name] = value
 
@@ -302,8 +312,20 @@ class NewObjectValue(ObjectValue):
         cg.load_shared(self)
 
     def fill_attributes(self, cg) -> None:
-        """Emit the stores of its attributes into the shared runtime object's ``__dict__``."""
+        """Emit the stores of its attributes into the shared runtime object's ``__dict__`` (its slots
+        through ``object.__setattr__``, CPython's member descriptors: no user code)."""
+        cls = type(self.obj)
         for name, value in self.attrs.items():
+            if _is_slot(cls, class_lookup(cls, name)):
+                cg.append("PUSH_NULL")
+                cg.load_const(object.__setattr__)
+                cg.load_shared(self)
+                cg.load_const(name)
+                value.reconstruct(cg)
+                cg.append("PRECALL", 3)
+                cg.append("CALL", 3)
+                cg.append("POP_TOP")
+                continue
             value.reconstruct(cg)
             cg.load_shared(self)
             cg.append("LOAD_ATTR", "__dict__")
