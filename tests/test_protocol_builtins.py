@@ -417,3 +417,37 @@ def test_vars_and_delattr_of_objects_made_in_the_trace():
 
     assert_fully_captured(f, torch.randn(4))
     run_differential(f, torch.randn(4))
+
+
+# -- id() ------------------------------------------------------------------------------------------
+def test_id_comparisons_of_held_objects():
+    def f(x, frame_list):
+        a = [1]
+        b = a
+        same = id(a) == id(b)
+        other = id(a) == id([1])  # `a` is held: the temporary lives elsewhere
+        inputs = id(frame_list) != id(a)
+        return x + same + (a is b) * 2 + other * 4 + inputs * 8 + (a is [1]) * 16
+
+    assert_fully_captured(f, torch.randn(4), [3])
+    run_differential(f, torch.randn(4), [3])
+
+
+def test_id_of_two_temporaries_still_breaks():
+    # Both lists are freed at once: CPython may give them one address (eager: often True).
+    def f(x):
+        return x + (id([1]) == id([2]))
+
+    out = dynacap.explain(f)(torch.randn(4))
+    assert out.graph_break_count == 1 and "freed" in str(out.break_reasons[0].reason)
+    run_differential(f, torch.randn(4))
+
+
+def test_id_of_a_frame_object_returned():
+    def f(x, obj):
+        return x + 1, id(obj)
+
+    thing = [1, 2]
+    compiled = dynacap.optimize(f, backend="eager")
+    out = compiled(torch.zeros(2), thing)
+    assert out[1] == id(thing)

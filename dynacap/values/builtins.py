@@ -21,7 +21,7 @@ from .constant import ConstantValue
 from .containers import DictValue, IteratorValue, ListValue, SequenceValue, TupleValue
 from .functions import make_partial
 from .namespaces import frame_globals, frame_locals
-from .protocols import absolute, constant_protocol, ordering_key
+from .protocols import IdValue, absolute, constant_protocol, ordering_key
 from .iterators import (EnumerateValue, FilterValue, GeneratorValue, MapValue, PullIterator, call_back,
                         callable_iterator, is_lazy, iterator_of, zip_of)
 
@@ -311,6 +311,12 @@ def _abs(tx, args, kwargs):
     if len(args) == 1 and not kwargs:
         return absolute(tx, args[0])
     return None
+
+
+def _id(tx, args, kwargs):
+    if len(args) != 1 or kwargs:
+        return None
+    return IdValue(args[0], tx.ctx.instructions_run)
 
 
 def _repr(tx, args, kwargs):
@@ -724,6 +730,7 @@ _HANDLERS = {
     "isinstance": _isinstance,
     "abs": _abs,
     "repr": _repr,
+    "id": _id,
     "format": _format,
     "type": _type,
     "tuple": _sequence_ctor(tuple),

@@ -13,6 +13,7 @@ import types
 from ..errors import GraphBreak
 from .base import Value
 from .constant import ConstantValue
+from .deques import is_deque
 from .containers import (DictValue, DictViewValue, IteratorValue, ListValue, SequenceValue, SizeValue, TupleValue,
                          holds_mutable)
 from .instances import NewObjectValue
@@ -23,6 +24,7 @@ from .numpy_ns import is_numpy_array, numpy_operator
 from .enums import EnumMemberValue
 from .instance_dicts import NewInstanceDictValue
 from .namespaces import GlobalsValue
+from .protocols import IdValue
 from .objects import _MISSING as _MISSING_ATTR, ObjectValue, class_lookup
 from .subclasses import NamedTupleValue
 from .symbolic import SymNumberValue
@@ -62,6 +64,12 @@ def binary_op(tx, symbol: str, a: Value, b: Value) -> Value:
     if a.is_constant() and b.is_constant() and not (holds_mutable(a) or holds_mutable(b)) \
             and not (holds_symbolic(a) or holds_symbolic(b)):
         return _fold(fn, symbol, a, b)
+    if isinstance(a, DictValue) and symbol in ("|", "|="):
+        from .container_methods import dict_union
+
+        return dict_union(tx, symbol, a, b)
+    if is_deque(a) or is_deque(b):
+        raise GraphBreak(f"`{symbol}` between {a.describe()} and {b.describe()} is not supported")
     base = symbol.rstrip("=")
     if isinstance(a, SequenceValue) and isinstance(b, ConstantValue) and type(b.value) is tuple:
         b = TupleValue([ConstantValue(x) for x in b.value])  # `x.shape[:-1] + (2, -1)` with a symbolic size
@@ -112,12 +120,20 @@ def compare_op(tx, symbol: str, a: Value, b: Value) -> Value:
         return ConstantValue(fn(a.as_constant(), b.as_constant()))
     if symbol in _ORDERING and (_object_class(a) is not None or _object_class(b) is not None):
         return _user_dispatch(tx, f"`{symbol}`", a, b, *_ORDERING[symbol])
+    if symbol in ("==", "!=") and (isinstance(a, IdValue) or isinstance(b, IdValue)):
+        same = (a if isinstance(a, IdValue) else b).equals(tx, b if isinstance(a, IdValue) else a)
+        return ConstantValue(same if symbol == "==" else not same)
     if symbol in ("==", "!="):
         if _defines_equality(a) or _defines_equality(b):
             return _rich_equality(tx, symbol, a, b)
         real_a, real_b = _real_constant(a), _real_constant(b)
         if real_a is not _UNKNOWN and real_b is not _UNKNOWN:
             return ConstantValue(fn(real_a, real_b))
+        from .container_methods import sequences_equal
+
+        equal = sequences_equal(tx, a, b)
+        if equal is not None:
+            return ConstantValue(equal == (symbol == "=="))
         same = identical(a, b)
         if same is True or same is False and _equal_only_if_identical(a, b):
             return ConstantValue(same if symbol == "==" else not same)
@@ -252,6 +268,10 @@ def identical(a: Value, b: Value) -> bool | None:
     if isinstance(a, NewObjectValue) or isinstance(b, NewObjectValue):
         # Made by the trace: one Value wherever it is held, and nothing that existed before.
         return False
+    if _made_container(a) and _made_container(b) or _made_container(a) and b.source is not None \
+            or _made_container(b) and a.source is not None:
+        # A list or dict made by the trace is a new object, one Value wherever it is held.
+        return False
     if isinstance(a, _EXACT_TYPE) and isinstance(b, _EXACT_TYPE) and a.python_type() is not b.python_type():
         return False  # one object has one type
     if a.is_constant() and b.is_constant() and not isinstance(a, (SequenceValue, DictValue)) \
@@ -266,6 +286,11 @@ def identical(a: Value, b: Value) -> bool | None:
     if isinstance(a, ConstantValue) or isinstance(b, ConstantValue):
         return False
     return None
+
+
+def _made_container(v: Value) -> bool:
+    """A list or dict the trace made (``[1]``, ``dict(a=1)``), not one read from the frame."""
+    return type(v) in (ListValue, DictValue) and v.source is None
 
 
 def identical_by_guard(tx, a: Value, b: Value) -> bool | None:

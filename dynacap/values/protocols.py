@@ -239,3 +239,73 @@ def index_operand(tx, container: Value, index: Value) -> Value:
             and type(container.as_constant()) in (str, bytes, range, tuple):
         return ConstantValue(run_protocol(tx, index, operator.index, "an index"))
     return index
+
+
+class IdValue(Value):
+    """``id(obj)``: an address, unknown at capture time.  Only comparisons between two ids are answered:
+    of one object, equal; of two, unequal when the object whose id was taken first is still held (so
+    both lived at once, at different addresses).  A freed object's address may be reused, as
+    ``id([]) == id([])`` shows: anything else is a break."""
+
+    def __init__(self, target: Value, taken_at: int):
+        self.target = target
+        self.taken_at = taken_at
+
+    def python_type(self):
+        return int
+
+    def describe(self):
+        return f"id() of {self.target.describe()}"
+
+    def as_constant(self):
+        raise GraphBreak(f"{self.describe()} is an address, not known at capture time")
+
+    def reconstruct(self, cg):
+        if self.target.source is None:
+            raise GraphBreak(f"{self.describe()} is an address, not known at capture time")
+        cg.call(id, self.target)
+
+    def equals(self, tx, other: Value) -> bool:
+        from .operators import identical
+
+        if not isinstance(other, IdValue):
+            raise GraphBreak(f"comparing {self.describe()} with {other.describe()}: an address is not known at "
+                             "capture time")
+        same = identical(self.target, other.target)
+        first = self if self.taken_at <= other.taken_at else other
+        if same is True:
+            return True
+        if same is False and held(tx, first.target):
+            return False
+        raise GraphBreak(f"comparing {self.describe()} with {other.describe()}: the first object may have been "
+                         "freed and its address reused")
+
+
+def held(tx, value: Value) -> bool:
+    """Whether ``value`` is still referenced: an object of the frame (a source), or held by a local, a cell
+    or the value stack of a frame being traced (inside a list, tuple or dict held there too)."""
+    from .containers import DictValue, SequenceValue
+
+    if value.source is not None:
+        return True
+    seen = set()
+
+    def holds(v: Value, depth: int) -> bool:
+        if v is value:
+            return True
+        if depth == 0 or id(v) in seen:
+            return False
+        seen.add(id(v))
+        if isinstance(v, SequenceValue) and not type(v).__name__ == "DictViewValue":
+            return any(holds(i, depth - 1) for i in v.items)
+        if isinstance(v, DictValue):
+            return any(holds(i, depth - 1) for i in v.items.values())
+        return False
+
+    t = tx
+    while t is not None:
+        roots = [*t.locals.values(), *t.stack, *(c.get(t) for c in t.cells.values())]
+        if any(r is not None and holds(r, 4) for r in roots):
+            return True
+        t = t.parent
+    return False
