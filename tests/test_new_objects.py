@@ -710,10 +710,57 @@ class OwnNew:
         self.a = a
 
 
+class Target:
+    def __init__(self, t):
+        self.t = t
+
+
+class Redirected:
+    """``__new__`` returns another class's object: ``__init__`` is not called."""
+
+    def __new__(cls, t):
+        return Target(t * 2)
+
+    def __init__(self, t):
+        raise AssertionError("not called")
+
+
+class ReInit:
+    """``__new__`` returns an instance of the class made by its subclass's call: ``__init__`` runs on it."""
+
+    def __new__(cls, t):
+        return Child(t) if cls is ReInit else Target(t)
+
+
+class Child(ReInit):
+    def __init__(self, t):
+        self.t = t + 1
+
+
+def _own_new(x):
+    r = Redirected(x)
+    return r.t, type(r).__name__, type(ReInit(x)).__name__
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_class_with_its_own_new_is_created_in_the_trace(backend):
+    d = run_differential(_own_new, torch.randn(3), backend=CountingBackend(inner=backend))
+    assert d.compiles_first == 1
+
+
+def _own_new_through_super(x):
+    o = OwnNew(x)
+    return o.a + 1
+
+
+def test_own_new_through_super_has_eager_result():
+    run_differential(_own_new_through_super, torch.randn(3))
+
+
 @pytest.mark.parametrize("cls, why", [
     (CallingMeta, "metaclass CallingMeta has its own __call__"),
     (WithLookupMeta, "metaclass LookupMeta has its own attribute lookup"),
-    (Pair, "built-in class tuple"), (Layer, "torch.nn"), (Finalized, "__del__"), (OwnNew, "__new__"),
+    (Pair, "built-in class tuple"), (Layer, "torch.nn"), (Finalized, "__del__"),
 ], ids=lambda v: v.__name__ if isinstance(v, type) else None)
 def test_unsupported_classes_break_with_a_reason(cls, why):
     cls = WithCallingMeta if cls is CallingMeta else cls

@@ -29,6 +29,7 @@ from .. import trace_rules
 from ..errors import GraphBreak
 from ..source import AttrSource, ClassSource
 from .base import Value
+from .constant import ConstantValue
 from .objects import _MISSING, _OBJECT_CLASS, ObjectValue, _is_data_descriptor, class_lookup, lookup_hook
 
 _OBJECT_NEW = object.__dict__["__new__"]
@@ -72,7 +73,8 @@ def why_not_plain(cls: type) -> str | None:
         return "it has its own __class__"
     if class_lookup(cls, "__del__") is not _MISSING:
         return "it has a __del__ method (run when the object dies)"
-    if class_lookup(cls, "__new__") is not (_OBJECT_NEW if base is None else class_lookup(base, "__new__")):
+    if class_lookup(cls, "__new__") is not (_OBJECT_NEW if base is None else class_lookup(base, "__new__")) \
+            and (base is not None or _python_new(cls) is None):
         return "it has its own __new__"
     init = class_lookup(cls, "__init__")
     if init is not _OBJECT_INIT and type(init) is not types.FunctionType \
@@ -151,6 +153,8 @@ def instantiate(tx, cls_value: Value, args: list[Value], kwargs: dict[str, Value
         article = "an" if cls.__qualname__[:1].lower() in "aeiou" else "a"
         raise GraphBreak(f"creating {article} {cls.__qualname__} object in captured code: {why}")
     class_source = cls_value.source or ClassSource(cls)
+    if _python_new(cls) is not None:
+        return _instantiate_with_new(tx, cls_value, class_source, args, kwargs)
     made = cls_value if isinstance(cls_value, MadeClassValue) else None
     init = class_lookup(cls, "__init__")
     if init is _OBJECT_INIT:
@@ -163,12 +167,21 @@ def instantiate(tx, cls_value: Value, args: list[Value], kwargs: dict[str, Value
         obj = _new_object(cls, class_source, tuple(_OPEN.get(id(tx.ctx), ())))
         obj.init_base(tx, args, kwargs)
         return obj
+    result, obj = _recorded(tx, lambda born_in: _run_init(tx, cls_value, class_source, init, args, kwargs, born_in))
+    if not (result.is_constant() and result.as_constant() is None):
+        raise GraphBreak(f"{cls.__qualname__}.__init__ returned {result.describe()} "
+                         "(TypeError at run time: __init__() should return None)")
+    return obj
+
+
+def _recorded(tx, create):
+    """``create(born_in)`` as one instantiation: writes to the objects it makes are its own (``_Instantiation``)."""
     ctx = tx.ctx
     record = _Instantiation(ctx.mutations)
     stack = _OPEN.setdefault(id(ctx), [])
     stack.append(record)
     try:
-        result, obj = _run_init(tx, cls_value, class_source, init, args, kwargs, tuple(stack))
+        return create(tuple(stack))
     except GraphBreak:
         made = ctx.mutations - record.start
         if made == record.fresh:
@@ -184,13 +197,81 @@ def instantiate(tx, cls_value: Value, args: list[Value], kwargs: dict[str, Value
         stack.pop()
         if not stack:
             del _OPEN[id(ctx)]
-    if not (result.is_constant() and result.as_constant() is None):
-        raise GraphBreak(f"{cls.__qualname__}.__init__ returned {result.describe()} "
-                         "(TypeError at run time: __init__() should return None)")
-    return obj
 
 
-def _run_init(tx, cls_value, class_source, init, args, kwargs, born_in) -> tuple[Value, "NewObjectValue"]:
+def _python_new(cls: type):
+    """The class's own ``__new__`` written in Python (None: ``object.__new__`` or a built-in one)."""
+    new = class_lookup(cls, "__new__")
+    function = new.__func__ if type(new) is staticmethod else new
+    return function if type(function) is types.FunctionType else None
+
+
+def _instantiate_with_new(tx, cls_value, class_source, args, kwargs) -> Value:
+    """``type.__call__`` with the class's own ``__new__``: it is traced; ``__init__`` runs on what it
+    returns only when that is an instance of the class (``type(obj).__init__``), as CPython does."""
+    from .classes import MadeClassValue, MadeObjectValue, StaticMethodValue
+    from .wrap import wrap
+
+    cls = cls_value.as_constant()
+    owner, new = cls_value.lookup("__new__") if isinstance(cls_value, MadeClassValue) else (None, None)
+    if isinstance(owner, MadeClassValue):
+        new_value = new.function if isinstance(new, StaticMethodValue) else new
+    else:
+        new_value = wrap(tx, _python_new(cls), AttrSource(class_source, "__new__"))  # ``Cls.__new__``: the function
+
+    def create(born_in):
+        calling, tx.calling = tx.calling, False  # __new__'s result is not the CALL's: __init__ may follow
+        try:
+            obj = new_value.call(tx, [cls_value, *args], kwargs)
+        finally:
+            tx.calling = calling
+        if not isinstance(obj, NewObjectValue):
+            if issubclass(obj.python_type(), cls):
+                raise GraphBreak(f"{cls.__qualname__}.__new__ returned {obj.describe()}, whose __init__ would run")
+            return obj
+        made_cls = type(obj.obj)
+        if not issubclass(made_cls, cls):
+            return obj  # another class's object: no __init__ runs
+        init = class_lookup(made_cls, "__init__")
+        if init is _OBJECT_INIT:
+            return obj
+        if type(init) is not types.FunctionType:
+            raise GraphBreak(f"creating a {cls.__qualname__} object: its __init__ is a {type(init).__name__}")
+        obj_class = obj.class_value if isinstance(obj, MadeObjectValue) else cls_value \
+            if made_cls is cls else ConstantValue(made_cls, obj.class_source)
+        result, _ = _run_init(tx, obj_class, obj.class_source, init, args, kwargs, born_in, obj)
+        if not (result.is_constant() and result.as_constant() is None):
+            raise GraphBreak(f"{made_cls.__qualname__}.__init__ returned {result.describe()} "
+                             "(TypeError at run time: __init__() should return None)")
+        return obj
+
+    return _recorded(tx, create)
+
+
+class ObjectNewValue(Value):
+    """``object.__new__`` (``super().__new__(cls)`` in a class's own ``__new__``): a new object of the trace."""
+
+    def describe(self):
+        return "object.__new__"
+
+    def reconstruct(self, cg) -> None:
+        cg.load_const(object.__new__)
+
+    def call(self, tx, args, kwargs):
+        from .classes import MadeClassValue
+
+        if kwargs or len(args) != 1 or not args[0].is_constant() or not isinstance(args[0].as_constant(), type):
+            raise GraphBreak("object.__new__ with arguments other than a class")
+        cls_value = args[0]
+        cls = cls_value.as_constant()
+        why = why_not_plain(cls)
+        if why is not None:
+            raise GraphBreak(f"object.__new__({cls.__qualname__}) in captured code: {why}")
+        made = cls_value if isinstance(cls_value, MadeClassValue) else None
+        return _new_object(cls, cls_value.source or ClassSource(cls), tuple(_OPEN.get(id(tx.ctx), ())), made)
+
+
+def _run_init(tx, cls_value, class_source, init, args, kwargs, born_in, obj=None) -> tuple[Value, "NewObjectValue"]:
     from .wrap import wrap
 
     from .classes import MadeClassValue
@@ -199,7 +280,8 @@ def _run_init(tx, cls_value, class_source, init, args, kwargs, born_in) -> tuple
 
     cls = cls_value.as_constant()
     made = cls_value if isinstance(cls_value, MadeClassValue) else None
-    obj = _new_object(cls, class_source, born_in, made)
+    if obj is None:
+        obj = _new_object(cls, class_source, born_in, made)
     model = modelled_function(init)
     owner, own_init = made.lookup("__init__") if made is not None else (None, None)
     if isinstance(owner, MadeClassValue):
