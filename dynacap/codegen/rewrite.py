@@ -179,11 +179,14 @@ def share_made_containers(cg: Emitter, values) -> None:
 def _emit_container_update(cg: Emitter, container) -> None:
     """Write a mutated list's/dict's/set's final contents into the runtime object, keeping its identity."""
     from ..values.containers import DictValue
+    from ..values.deques import DequeValue
     from ..values.keyed_dicts import KeyedDictValue
     from ..values.sets import SetValue
 
-    if isinstance(container, KeyedDictValue):
-        container.emit_update(cg)  # one store per key written: the other keys are not known
+    if isinstance(container, (KeyedDictValue, DequeValue)):
+        # A keyed dict: one store per key written (the other keys are not known); a deque: clear, extend
+        # (it has no slice assignment).
+        container.emit_update(cg)
         return
     if isinstance(container, (DictValue, SetValue)):
         # Build the new contents first: they may be read from the dict (set) itself.  The type's own

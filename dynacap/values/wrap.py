@@ -118,6 +118,10 @@ def wrap(tx, obj, source: Source | None) -> Value:
         if t is list:
             tx.ctx.containers[id(obj)] = value
         return value
+    if t is collections.deque and source is not None:
+        from .deques import frame_deque
+
+        return frame_deque(tx, obj, source)
     if t in _DICT_TYPES and source is not None and reads_by_key(obj, source, tx.ctx.keyed_dicts):
         value = KeyedDictValue(tx, obj, source)
         tx.ctx.containers[id(obj)] = value
@@ -392,6 +396,10 @@ def _object_value(tx, obj, source) -> Value:
         return TorchValue(obj, source)
     if t is types.BuiltinFunctionType and obj.__module__ == "builtins":
         return BuiltinValue(obj, source)
+    if obj is collections.deque:
+        from .deques import DequeClassValue
+
+        return DequeClassValue(source)
     if obj is collections.OrderedDict or obj is collections.defaultdict or obj is functools.partial:
         return BuiltinValue(obj, source)
     if issubclass(t, type) and obj.__module__ == "builtins" and obj.__name__ in (
