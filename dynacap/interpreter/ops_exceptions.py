@@ -16,10 +16,10 @@ from __future__ import annotations
 from ..errors import GraphBreak
 from ..values.base import Value
 from ..values.constant import ConstantValue
-from ..values.containers import SequenceValue
+from ..values.containers import SequenceValue, TupleValue
 from ..values.context_managers import enter_context
-from ..values.exceptions import CALLERS, ExceptionValue, TracebackValue, is_exception_class, make_exception, \
-    python_error, raising
+from ..values.exceptions import CALLERS, ExceptionGroupValue, ExceptionValue, TracebackValue, callers_exception, \
+    group_of, is_exception_class, make_exception, python_error, raising
 from .tracer import handles
 
 
@@ -38,6 +38,8 @@ def exception_of(tx, value: Value, what: str = "exceptions") -> ExceptionValue:
 def _raise_varargs(tx, ins):
     if ins.arg == 0:
         handled = tx.ctx.exc_info
+        if handled is CALLERS:
+            handled = callers_exception(tx)
         if handled is CALLERS:
             raise GraphBreak("a bare `raise` outside an except block of the captured code re-raises the "
                              "exception its caller is handling: it runs eagerly")
@@ -97,6 +99,72 @@ def _check_exc_match(tx, ins):
     if not isinstance(exception, ExceptionValue):
         raise GraphBreak(f"`except` matching {exception.describe()} is not captured")
     tx.push(ConstantValue(issubclass(exception.cls, classes)))
+
+
+def _is_none(value: Value) -> bool:
+    return value.is_constant() and value.as_constant() is None
+
+
+@handles("CHECK_EG_MATCH")
+def _check_eg_match(tx, ins):
+    """``except* classes``: split the exception into the part it catches and the rest (CPython's
+    ``exception_group_match``); the part caught is the one being handled."""
+    classes = _exception_classes(tx.pop())
+    if any(issubclass(c, BaseExceptionGroup) for c in classes):
+        raise python_error(TypeError, "catching ExceptionGroup with except* is not allowed. Use except instead.")
+    exception = tx.stack[-1]
+    if _is_none(exception):
+        match = rest = None
+    elif not isinstance(exception, ExceptionValue):
+        raise GraphBreak(f"`except*` matching {exception.describe()} is not captured")
+    elif issubclass(exception.cls, classes):
+        rest = None
+        if isinstance(exception, ExceptionGroupValue):
+            match = exception
+        else:  # a naked exception, caught wrapped in a group
+            match = group_of("", [exception], TupleValue([exception]))
+            match.traceback = exception.traceback
+    elif isinstance(exception, ExceptionGroupValue):
+        match, rest = exception.split(lambda e: issubclass(e.cls, classes))
+    else:
+        match = rest = None
+    if match is None:
+        tx.push(ConstantValue(None))
+        return
+    tx.stack[-1] = rest if rest is not None else ConstantValue(None)
+    tx.push(match)
+    tx.ctx.exc_info = match
+
+
+@handles("PREP_RERAISE_STAR")
+def _prep_reraise_star(tx, ins):
+    """What leaves the ``except*`` clauses (CPython's ``_PyExc_PrepReraiseStar``): what they raised, and
+    what they re-raised or left unmatched as one projection of the original group."""
+    excs, orig = tx.pop(), tx.pop()
+    items = excs.items
+    if not items:
+        tx.push(ConstantValue(None))
+        return
+    if not isinstance(orig, ExceptionGroupValue):
+        tx.push(items[0])  # a naked exception: one clause ran, at most one exception to raise
+        return
+    if not all(isinstance(e, ExceptionValue) or _is_none(e) for e in items):
+        raise GraphBreak("`except*` clauses that raised values not known at capture time")
+    raised, reraised = [], []
+    for e in items:
+        if isinstance(e, ExceptionValue):
+            same = e.traceback is orig.traceback and e.cause is orig.cause and e.context is orig.context \
+                and e.attributes.get("__notes__") is orig.attributes.get("__notes__")
+            (reraised if same else raised).append(e)
+    kept = {id(leaf) for e in reraised
+            for leaf in (e.leaves() if isinstance(e, ExceptionGroupValue) else [e])}
+    projection = orig.split(lambda e: id(e) in kept)[0] if kept else None
+    if not raised:
+        tx.push(projection if projection is not None else ConstantValue(None))
+        return
+    if projection is not None:
+        raised.append(projection)
+    tx.push(group_of("", raised) if len(raised) > 1 else raised[0])
 
 
 @handles("WITH_EXCEPT_START")

@@ -384,6 +384,7 @@ class Tracer:
             # Raised here: its __context__ is the exception being handled (once, where it is raised).
             exc_info = self.ctx.exc_info
             exception.context = exc_info if exc_info is not exception else ConstantValue(None)
+            exception.traceback = object()  # a raise gives it a new traceback (a re-raise keeps it)
             error.reraise = True
         entry = handler_at(self.code, self.current.offset)
         if entry is None:

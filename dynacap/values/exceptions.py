@@ -41,6 +41,22 @@ class CallersException(Value):
 CALLERS = CallersException()
 
 
+def callers_exception(tx) -> Value:
+    """What the root frame's caller is handling: None (guarded) when it handles nothing, else ``CALLERS``.
+
+    Read now, the thread's handled exception is the caller's unless the capture itself runs inside an
+    ``except`` block (then it is not None, and the answer stays unknown).  The guard reads it where the
+    frame starts, which is the caller's.
+    """
+    import sys
+
+    if sys.exception() is not None:
+        return CALLERS
+    tx.guards.add("GLOBAL_STATE", None, "{exception}() is None", "the caller is handling no exception",
+                  exception=sys.exception)
+    return ConstantValue(None)
+
+
 class TracebackValue(Value):
     """The traceback of an exception raised in the trace (``__exit__``'s third argument)."""
 
@@ -107,6 +123,9 @@ class ExceptionValue(Value):
         self.context: Value | None = None
         self.raised = False
         self.attributes: dict[str, Value] = {}
+        #: Stands for its ``__traceback__`` object: a new one each time a ``raise`` raises it (a re-raise
+        #: keeps it); groups derived by ``except*`` share their origin's (``PREP_RERAISE_STAR``).
+        self.traceback = object()
 
     def describe(self):
         return f"the exception {self.cls.__qualname__}(...)"
@@ -178,6 +197,8 @@ class ExceptionValue(Value):
         if name == "__context__":
             context = self.context if self.context is not None else ConstantValue(None)
             if context is CALLERS:
+                context = callers_exception(tx)
+            if context is CALLERS:
                 raise GraphBreak(f"`__context__` of {self.describe()}: the exception being handled when the "
                                  "function was called is not known at capture time")
             return context
@@ -199,6 +220,8 @@ class ExceptionValue(Value):
                     tx.guards.equals_match(AttrSource(self.class_source, name), attr)
                     return ConstantValue(attr)
                 break
+        if name == "value" and issubclass(self.cls, StopIteration):
+            return self.args[0] if self.args else ConstantValue(None)
         if name in ("errno", "strerror", "filename", "code", "msg", "name", "path", "obj", "value"):
             # Attributes some builtin exception classes set from their arguments.
             raise GraphBreak(f"`.{name}` of {self.describe()} is not captured")
@@ -266,6 +289,8 @@ def handled_exception(tx, fn, args, kwargs) -> Value:
         raise GraphBreak(f"{fn.__name__}() takes no arguments (TypeError at run time)")
     handled = tx.ctx.exc_info
     if handled is CALLERS:
+        handled = callers_exception(tx)
+    if handled is CALLERS:
         raise GraphBreak(f"sys.{fn.__name__}() outside the captured code's handlers reads the exception its "
                          "caller is handling, unknown at capture time")
     if not isinstance(handled, ExceptionValue):
@@ -305,6 +330,8 @@ def make_exception(tx, cls: type, args: list[Value], kwargs: dict, class_source=
     why = why_not_plain(cls)
     if why is not None:
         raise GraphBreak(f"creating the exception {cls.__qualname__} in captured code: {why}")
+    if issubclass(cls, BaseExceptionGroup):
+        return make_group(tx, cls, args, kwargs)
     base = next(k for k in cls.__mro__ if k.__module__ == "builtins")
     if base not in _PLAIN_BUILTINS:
         # Its C __init__/__new__ reads its arguments (OSError's errno, UnicodeError's fields, ...).
@@ -326,6 +353,98 @@ def make_exception(tx, cls: type, args: list[Value], kwargs: dict, class_source=
     if not (result.is_constant() and result.as_constant() is None):
         raise python_error(TypeError, f"__init__() should return None, not '{result.python_type().__name__}'")
     return exception
+
+
+class ExceptionGroupValue(ExceptionValue):
+    """``ExceptionGroup(message, exceptions)`` / ``BaseExceptionGroup`` made in the trace (``except*``)."""
+
+    def __init__(self, cls: type, message: str, exceptions: list[ExceptionValue], given: Value | None = None):
+        from .containers import ListValue
+
+        super().__init__(cls, [ConstantValue(message), given if given is not None else ListValue(list(exceptions))])
+        self.message = message
+        self.exceptions = list(exceptions)
+
+    def getattr(self, tx, name):
+        from .containers import TupleValue
+
+        if name == "exceptions":
+            return TupleValue(list(self.exceptions))
+        if name == "message":
+            return ConstantValue(self.message)
+        if name in ("split", "subgroup", "derive"):
+            raise GraphBreak(f"`.{name}` of {self.describe()} is not captured")
+        return super().getattr(tx, name)
+
+    def text(self, conversion: str) -> str:
+        if conversion == "str":
+            n = len(self.exceptions)
+            return f"{self.message} ({n} sub-exception{'s' if n > 1 else ''})"
+        # BaseException's repr of (message, the sequence as given), the sequence's repr of each exception's.
+        inner = ", ".join(e.text("repr") for e in self.exceptions)
+        if self.args[1].python_type() is tuple:
+            inner = f"({inner}{',' if len(self.exceptions) == 1 else ''})"
+        else:
+            inner = f"[{inner}]"
+        return f"{self.cls.__name__}({self.message!r}, {inner})"
+
+    def leaves(self) -> list[ExceptionValue]:
+        return [leaf for e in self.exceptions
+                for leaf in (e.leaves() if isinstance(e, ExceptionGroupValue) else [e])]
+
+    def derive(self, exceptions: list[ExceptionValue]) -> "ExceptionGroupValue":
+        """``self.derive(excs)`` with the metadata ``split`` copies (cause, context, traceback, notes)."""
+        derived = group_of(self.message, exceptions)
+        derived.cause, derived.context, derived.suppress_context = self.cause, self.context, self.suppress_context
+        derived.traceback = self.traceback
+        if "__notes__" in self.attributes:
+            derived.attributes["__notes__"] = self.attributes["__notes__"]
+        return derived
+
+    def split(self, matches) -> tuple:
+        """``(match, rest)`` of the leaves ``matches`` selects (a group matching as a whole goes whole), each
+        None when empty, with the group's nesting kept."""
+        if matches(self):
+            return self, None
+        match, rest = [], []
+        for e in self.exceptions:
+            if isinstance(e, ExceptionGroupValue):
+                m, r = e.split(matches)
+                match += [m] if m is not None else []
+                rest += [r] if r is not None else []
+            else:
+                (match if matches(e) else rest).append(e)
+        return (self.derive(match) if match else None), (self.derive(rest) if rest else None)
+
+
+def group_of(message: str, exceptions: list[ExceptionValue], given: Value | None = None) -> ExceptionGroupValue:
+    """``BaseExceptionGroup(message, exceptions)``: an ``ExceptionGroup`` when they all are ``Exception``s."""
+    cls = ExceptionGroup if all(issubclass(e.cls, Exception) for e in exceptions) else BaseExceptionGroup
+    return ExceptionGroupValue(cls, message, exceptions, given)
+
+
+def make_group(tx, cls: type, args: list[Value], kwargs: dict) -> ExceptionGroupValue:
+    """``ExceptionGroup(message, exceptions)`` / ``BaseExceptionGroup(...)`` with CPython's checks."""
+    from .containers import SequenceValue
+
+    if cls not in (ExceptionGroup, BaseExceptionGroup):
+        raise GraphBreak(f"creating the exception group subclass {cls.__qualname__} in captured code is not "
+                         "captured")
+    if kwargs or len(args) != 2:
+        raise python_error(TypeError, f"BaseExceptionGroup.__new__() takes exactly 2 arguments ({len(args)} given)")
+    message, given = args
+    if not (message.is_constant() and type(message.as_constant()) is str):
+        raise GraphBreak(f"{cls.__name__}() with the message {message.describe()}")
+    if not isinstance(given, SequenceValue):
+        raise GraphBreak(f"{cls.__name__}() of {given.describe()}")
+    exceptions = given.items
+    if not exceptions:
+        raise python_error(ValueError, "second argument (exceptions) must be a non-empty sequence")
+    if not all(isinstance(e, ExceptionValue) for e in exceptions):
+        raise GraphBreak(f"{cls.__name__}() of items that are not exceptions made in the captured code")
+    if cls is ExceptionGroup and not all(issubclass(e.cls, Exception) for e in exceptions):
+        raise python_error(TypeError, "Cannot nest BaseExceptions in an ExceptionGroup")
+    return group_of(message.as_constant(), list(exceptions), given)
 
 
 def _plain_builtins() -> frozenset:
