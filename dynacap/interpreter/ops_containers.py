@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from ..errors import GraphBreak
 from ..values.constant import ConstantValue
-from ..values.containers import DictValue, ListValue, TupleValue
-from ..values.exceptions import ExceptionValue
+from ..values.containers import DictValue, ListValue, SequenceValue, TupleValue
+from ..values.exceptions import ExceptionValue, python_error
 from ..values.objects import ObjectValue, all_items
+from ..values.protocols import format_value, index_operand
 from ..values.sets import SetValue, set_add, set_update
 from ..values.symbolic import SymNumberValue, SymSliceValue
 from ..values.tensor import TensorValue
@@ -135,6 +136,10 @@ def _format_value(tx, ins):
             raise GraphBreak(f"formatting {value.describe()} with a format spec or `!a`")
         tx.push(ConstantValue(value.text("repr" if conversion == 2 else "str")))
         return
+    formatted = format_value(tx, value, conversion, spec)
+    if formatted is not None:  # a user object: its class's __format__ / __str__ / __repr__, traced
+        tx.push(formatted)
+        return
     raw = value.as_constant()
     if conversion == 1:
         raw = str(raw)
@@ -149,7 +154,7 @@ def _format_value(tx, ins):
 def _binary_subscr(tx, ins):
     index = tx.pop()
     container = tx.pop()
-    tx.push(container.getitem(tx, index))
+    tx.push(container.getitem(tx, index_operand(tx, container, index)))
 
 
 @handles("STORE_SUBSCR")
@@ -160,7 +165,7 @@ def _store_subscr(tx, ins):
     setitem = getattr(container, "setitem", None)
     if setitem is None:
         raise GraphBreak(f"item assignment on {container.describe()}")
-    setitem(tx, index, value)
+    setitem(tx, index_operand(tx, container, index), value)
 
 
 @handles("DELETE_SUBSCR")
@@ -193,7 +198,12 @@ def _unpack_sequence(tx, ins):
     seq = tx.pop()
     items = all_items(tx, seq)
     if len(items) != ins.arg:
-        raise GraphBreak(f"unpacking {len(items)} values into {ins.arg} (ValueError at run time)")
+        reason = f"unpacking {len(items)} values into {ins.arg} (ValueError at run time)"
+        if not (isinstance(seq, SequenceValue) or seq.is_constant()):
+            raise GraphBreak(reason)  # an iterator: eager pulls at most one item past ins.arg
+        message = f"too many values to unpack (expected {ins.arg})" if len(items) > ins.arg else \
+            f"not enough values to unpack (expected {ins.arg}, got {len(items)})"
+        raise python_error(ValueError, message, reason=reason)
     for item in reversed(items):
         tx.push(item)
 
@@ -204,7 +214,11 @@ def _unpack_ex(tx, ins):
     items = all_items(tx, seq)
     before, after = ins.arg & 0xFF, ins.arg >> 8
     if len(items) < before + after:
-        raise GraphBreak("not enough values to unpack (ValueError at run time)")
+        reason = "not enough values to unpack (ValueError at run time)"
+        if not (isinstance(seq, SequenceValue) or seq.is_constant()):
+            raise GraphBreak(reason)
+        raise python_error(ValueError, f"not enough values to unpack (expected at least {before + after}, "
+                                       f"got {len(items)})", reason=reason)
     middle = ListValue(items[before: len(items) - after])
     for item in reversed(items[len(items) - after:]):
         tx.push(item)
