@@ -451,3 +451,69 @@ def test_id_of_a_frame_object_returned():
     compiled = dynacap.optimize(f, backend="eager")
     out = compiled(torch.zeros(2), thing)
     assert out[1] == id(thing)
+
+
+# -- super() in all its forms ----------------------------------------------------------------------
+class Root:
+    def who(self):
+        return "root"
+
+    @classmethod
+    def kind(cls):
+        return "root-kind:" + cls.__name__
+
+    @property
+    def scale(self):
+        return 2
+
+
+class Mid(Root):
+    @classmethod
+    def kind(cls):
+        return "mid>" + super(Mid, cls).kind()
+
+    @property
+    def scale(self):
+        return super().scale * 10
+
+    @classmethod
+    def make(cls):
+        return super().__new__(cls)
+
+
+class Leaf(Mid):
+    pass
+
+
+def test_super_with_a_class_as_second_argument_and_its_own_attributes():
+    def f(x):
+        s = super(Leaf, Leaf())
+        return (x * Leaf().scale, Leaf.kind(), Leaf().kind(), s.__thisclass__.__name__, type(s.__self__).__name__,
+                s.__self_class__.__name__)
+
+    assert_fully_captured(f, torch.randn(4))
+    run_differential(f, torch.randn(4))
+
+
+def test_super_new_in_a_classmethod():
+    def f(x):
+        made = Mid.make()
+        return x * made.scale, type(made).__name__
+
+    diff = run_differential(f, torch.randn(4))
+    from dynacap.values import instances
+
+    if hasattr(instances, "ObjectNewValue"):  # object.__new__ in the trace (creation helper)
+        assert diff.graph_count == 1
+
+
+def test_super_of_an_unrelated_object_raises_typeerror_at_run_time():
+    def f(x):
+        try:
+            super(Leaf, Root())
+        except TypeError:
+            return x + 1
+        return x
+
+    # A break (the pair is checked when the proxy is made); eager's handler runs.
+    run_differential(f, torch.randn(4))

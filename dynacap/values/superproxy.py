@@ -1,11 +1,14 @@
 """``SuperValue``: the proxy made by ``super()`` inside an inlined method.
 
-Attribute lookups walk the MRO of ``self``'s class past the class the
-method was defined in, as CPython does.  Methods found there are inlined
-with ``self`` bound; a method of a built-in ``torch.nn`` layer (``super()
-.forward(x)`` in a subclass of ``nn.Linear``) may be inlined although its
-file is torch's.  The MRO itself is covered by the guards on ``self``
-(identity for modules, type for plain objects).
+Attribute lookups walk the MRO of the start class (``type(self)``, or the class itself when the
+second argument is one: ``super()`` in a classmethod or ``__new__``) past the class the method was
+defined in, as CPython's ``super_getattro`` does, and bind what they find by the descriptor protocol
+(``attr.__get__(obj, start)``, ``obj`` None for a class): methods are inlined with ``self`` bound,
+classmethods with the class, properties' getters and Python ``__get__`` traced; names found nowhere
+are the proxy's own (``__thisclass__``, ``__self__``, ``__self_class__``).  A method of a built-in
+``torch.nn`` layer (``super().forward(x)`` in a subclass of ``nn.Linear``) may be inlined although its
+file is torch's.  The MRO itself is covered by the guards on ``self`` (identity for modules, type
+for plain objects).
 """
 from __future__ import annotations
 
@@ -14,10 +17,14 @@ import inspect
 from ..errors import GraphBreak
 from .base import Value
 from .constant import ConstantValue
-from .objects import _BUILTIN_METHOD_TYPES, GenericGetattrValue, GenericSetattrValue, ObjectValue, builtin_dict_get, modelled_method
+from .objects import (_BUILTIN_METHOD_TYPES, GenericGetattrValue, GenericSetattrValue, ObjectValue, builtin_dict_get,
+                      modelled_function, modelled_method)
 
 
 class SuperValue(Value):
+    """``super(cls, second)``: ``second`` an instance of ``cls`` (methods bind to it) or a subclass of it
+    (``super()`` in a classmethod or ``__new__``: methods bind to nothing, classmethods to the class)."""
+
     def __init__(self, cls: type, self_value: Value):
         self.cls = cls
         self.self_value = self_value
@@ -25,50 +32,122 @@ class SuperValue(Value):
     def describe(self):
         return f"super({self.cls.__name__}, ...)"
 
+    def python_type(self):
+        return super
+
+    def start(self) -> tuple[type, bool]:
+        """CPython's ``supercheck``: the class whose MRO is walked, and whether ``second`` is that class."""
+        second = self.self_value
+        if second.is_constant() and isinstance(second.as_constant(), type) \
+                and issubclass(second.as_constant(), self.cls):
+            return second.as_constant(), True
+        kind = second.python_type()
+        if issubclass(kind, self.cls):
+            return kind, False
+        raise GraphBreak(f"super(type, obj): {second.describe()} is not an instance or subtype of "
+                         f"{self.cls.__name__} (TypeError at run time)")
+
     def getattr(self, tx, name):
+        from .classes import made_class, super_attribute
+        from .wrap import wrap
+
+        start, is_class = self.start()
+        if name != "__class__":  # ``super().__class__`` is the proxy's own (``super_getattro`` skips it)
+            mro = type.__dict__["__mro__"].__get__(start)
+            if self.cls not in mro:
+                raise GraphBreak(f"super(): {self.cls.__name__} is not a base of {start.__name__} "
+                                 "(TypeError at run time)")
+            for klass in mro[mro.index(self.cls) + 1:]:
+                if made_class(tx, klass) is not None:
+                    found = super_attribute(tx, klass, name, self.self_value)
+                    if found is not None:
+                        return found
+                own = type.__dict__["__dict__"].__get__(klass)
+                if name in own:
+                    return self._bind(tx, klass, name, own[name], start, is_class)
+        # Not in the MRO: the proxy's own attributes.
+        if name == "__thisclass__":
+            return wrap(tx, self.cls, None)
+        if name == "__self__":
+            return self.self_value
+        if name == "__self_class__":
+            return self.self_value if is_class else wrap(tx, start, None)
+        if name == "__class__":
+            return wrap(tx, super, None)
+        raise GraphBreak(f"super() has no attribute {name!r} (AttributeError at run time)")
+
+    def _bind(self, tx, klass: type, name: str, attr, start: type, is_class: bool) -> Value:
+        """``attr.__get__(obj, start)``, ``obj`` being None when ``super()``'s second argument is the class."""
         from .functions import BoundMethodValue, UserFunctionValue
         from .wrap import wrap
 
-        mro = self.self_value.python_type().__mro__
-        if self.cls not in mro:
-            raise GraphBreak(f"super(): {self.cls.__name__} is not a base of {mro[0].__name__} (TypeError at run time)")
-        for klass in mro[mro.index(self.cls) + 1:]:
-            if name not in klass.__dict__:
-                continue
-            attr = klass.__dict__[name]
-            if inspect.isfunction(attr):
-                modelled = modelled_method(attr, self.self_value)
-                if modelled is not None:
-                    return modelled
-                function = UserFunctionValue(attr)
-                function.library_ok = True
-                return BoundMethodValue(function, self.self_value)
-            if isinstance(attr, property) and attr.fget is not None:
-                getter = UserFunctionValue(attr.fget)
-                getter.library_ok = True
-                return getter.call(tx, [self.self_value], {})
-            if name == "__getattribute__" and attr is _GENERIC_GETATTRIBUTE.get(klass):
-                if isinstance(self.self_value, ObjectValue):
-                    # ``super().__getattribute__(k)`` in a class's own hook: the generic lookup.
-                    return GenericGetattrValue(self.self_value)
-            if name == "__setattr__" and attr is _OBJECT_SETATTR and isinstance(self.self_value, ObjectValue):
-                # ``super().__setattr__(k, v)`` ending a class's own hook: the generic store.
-                return GenericSetattrValue(self.self_value)
-            if attr is _DICT_GET and isinstance(self.self_value, ObjectValue) and self.self_value.source is not None \
-                    and issubclass(self.self_value.python_type(), dict):
-                return _BoundBuiltin(builtin_dict_get, self.self_value, "super().get")
-            if type(attr) in _BUILTIN_METHOD_TYPES and isinstance(self.self_value, ObjectValue) \
-                    and not klass.__flags__ & _HEAP_TYPE:
-                # ``super().__setitem__(k, v)`` in a dict subclass: the built-in base's, on the items.
-                bound = self.self_value.base_method(tx, name)
-                if bound is not None:
-                    return bound
-            if attr is _OBJECT_INIT:
-                return _BoundBuiltin(_object_init, self.self_value, "super().__init__")
-            if isinstance(attr, (staticmethod, classmethod)) or hasattr(type(attr), "__get__"):
-                raise GraphBreak(f"super().{name} is a {type(attr).__name__}")
-            return wrap(tx, attr, None)
-        raise GraphBreak(f"super() has no attribute {name!r} (AttributeError at run time)")
+        instance = self.self_value
+        if inspect.isfunction(attr):
+            function = UserFunctionValue(modelled_function(attr))
+            function.library_ok = True
+            if is_class:
+                return function
+            return modelled_method(attr, instance) or BoundMethodValue(function, instance)
+        if isinstance(attr, (classmethod, staticmethod)) and inspect.isfunction(attr.__func__):
+            function = UserFunctionValue(attr.__func__)
+            function.library_ok = True
+            if isinstance(attr, staticmethod):
+                return function
+            owner = instance if is_class else getattr(instance, "class_value", None) or wrap(tx, start, None)
+            return BoundMethodValue(function, owner)
+        if isinstance(attr, property) and not is_class:
+            if attr.fget is None:
+                raise GraphBreak(f"super().{name}: the property has no getter (AttributeError at run time)")
+            getter = UserFunctionValue(attr.fget)
+            getter.library_ok = True
+            calling, tx.calling = tx.calling, False  # the getter's result is not a CALL's
+            try:
+                return getter.call(tx, [instance], {})
+            finally:
+                tx.calling = calling
+        if name == "__new__" and attr is _OBJECT_NEW:
+            # A static method: the caller passes the class itself (``super().__new__(cls)``).
+            from . import instances
+
+            if hasattr(instances, "ObjectNewValue"):
+                return instances.ObjectNewValue()
+        if name == "__getattribute__" and attr is _GENERIC_GETATTRIBUTE.get(klass) and not is_class:
+            if isinstance(instance, ObjectValue):
+                # ``super().__getattribute__(k)`` in a class's own hook: the generic lookup.
+                return GenericGetattrValue(instance)
+        if name == "__setattr__" and attr is _OBJECT_SETATTR and isinstance(instance, ObjectValue) and not is_class:
+            # ``super().__setattr__(k, v)`` ending a class's own hook: the generic store.
+            return GenericSetattrValue(instance)
+        if attr is _DICT_GET and isinstance(instance, ObjectValue) and instance.source is not None \
+                and issubclass(instance.python_type(), dict):
+            return _BoundBuiltin(builtin_dict_get, instance, "super().get")
+        if type(attr) in _BUILTIN_METHOD_TYPES and isinstance(instance, ObjectValue) and not is_class \
+                and not klass.__flags__ & _HEAP_TYPE:
+            # ``super().__setitem__(k, v)`` in a dict subclass: the built-in base's, on the items.
+            bound = instance.base_method(tx, name)
+            if bound is not None:
+                return bound
+        if attr is _OBJECT_INIT and not is_class:
+            return _BoundBuiltin(_object_init, instance, "super().__init__")
+        getter = _class_attribute(type(attr), "__get__")
+        if inspect.isfunction(getter) and not is_class:
+            # A descriptor written in Python: its ``__get__(obj, start)`` traced.
+            calling, tx.calling = tx.calling, False
+            try:
+                return UserFunctionValue(getter).call(tx, [wrap(tx, attr, None), instance, wrap(tx, start, None)], {})
+            finally:
+                tx.calling = calling
+        if getter is not None or isinstance(attr, property):
+            raise GraphBreak(f"super().{name} is a {type(attr).__name__}")
+        return wrap(tx, attr, None)
+
+
+def _class_attribute(cls: type, name: str):
+    """``name`` in the class dictionaries along ``cls``'s MRO, or None."""
+    from .objects import _MISSING, class_lookup
+
+    found = class_lookup(cls, name)
+    return None if found is _MISSING else found
 
 
 #: Built-in classes whose ``__getattribute__`` is CPython's generic lookup (``PyObject_GenericGetAttr``).
@@ -79,6 +158,7 @@ _GENERIC_GETATTRIBUTE = {klass: klass.__dict__["__getattribute__"]
 _HEAP_TYPE = 1 << 9
 _DICT_GET = dict.__dict__["get"]
 _OBJECT_INIT = object.__dict__["__init__"]
+_OBJECT_NEW = object.__dict__["__new__"]
 _OBJECT_SETATTR = object.__dict__["__setattr__"]
 
 
@@ -109,7 +189,9 @@ class _BoundBuiltin(Value):
 def make_super(tx, args: list[Value]) -> SuperValue:
     """``super()`` (zero-argument, from the method's ``__class__`` cell) or ``super(cls, obj)``."""
     if len(args) == 2:
-        return SuperValue(args[0].as_constant(), args[1])
+        made = SuperValue(args[0].as_constant(), args[1])
+        made.start()  # CPython checks the pair when the proxy is made
+        return made
     if args:
         raise GraphBreak("super() with one argument")
     box = tx.cells.get("__class__")
