@@ -121,6 +121,11 @@ class BuiltinValue(Value):
             from .objects import GenericGetattrValue
 
             return GenericGetattrValue()
+        if self.fn is object and name == "__new__":
+            from . import instances
+
+            if hasattr(instances, "ObjectNewValue"):
+                return instances.ObjectNewValue()  # ``object.__new__(cls)``: a new object of the trace
         if self.fn is object and name == "__setattr__":
             from .objects import GenericSetattrValue
 
