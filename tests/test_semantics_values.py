@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import dynacap
-from differential import CountingBackend, assert_same, run_differential
+from differential import CountingBackend, assert_fully_captured, assert_same, run_differential
 
 BACKENDS = ["eager", "aot_eager"]
 
@@ -252,8 +252,8 @@ def test_layers_made_in_forward_are_captured_once(backend):
     assert _calls_compile_count(lambda x: torch.nn.Softmax(dim=0)(x), backend=backend) == 1
     assert _calls_compile_count(_stateless_layers, backend=backend) == 1
     dynacap.reset()
-    assert_fully_captured = dynacap.explain(_stateless_layers)(torch.randn(2, 3))
-    assert assert_fully_captured.graph_break_count == 0
+    out = dynacap.explain(_stateless_layers)(torch.randn(2, 3))
+    assert out.graph_break_count == 0
 
 
 def test_layer_with_parameters_made_in_forward_does_not_recompile():
@@ -420,3 +420,18 @@ def test_del_of_an_argument_held_in_a_cell_stays_deleted_after_a_break():
         return total, out.getvalue()
 
     run_differential(f, torch.ones(2), 1.5)
+
+
+# -- indexing a constant out of range: a Python error the frame can catch -----------------------------------
+def test_indexing_a_constant_out_of_range_raises_a_catchable_error():
+    """``"ab"[5]`` raised the real IndexError out of the tracer (an internal error); it is the frame's own."""
+    def fn(x, s, key):
+        try:
+            c = s[key]
+        except (IndexError, KeyError, TypeError) as e:
+            c = type(e).__name__
+        return x + 1, c
+
+    for s, key in (("ab", 5), ((1, 2), -3), ("ab", "k"), ("ab", 1)):
+        run_differential(fn, torch.ones(2), s, key)
+    assert_fully_captured(fn, torch.ones(2), "ab", 5)

@@ -129,7 +129,14 @@ class ConstantValue(Value):
             from .enums import lookup_member
 
             return lookup_member(self.value, index, by_name=True)  # ``Color["RED"]``
-        return ConstantValue(self.value[index.as_constant()])
+        key = index.as_constant()
+        try:
+            item = self.value[key]
+        except Exception as e:
+            from .exceptions import from_real
+
+            raise from_real(e, f"indexing {self.describe()} with {key!r} raised {type(e).__name__}: {e}") from None
+        return ConstantValue(item)
 
     def reconstruct(self, cg) -> None:
         cg.load_const(self.value)
