@@ -748,6 +748,45 @@ def test_a_class_with_its_own_new_is_created_in_the_trace(backend):
     assert d.compiles_first == 1
 
 
+class Recorder:
+    def __init__(self):
+        object.__setattr__(self, "seen", [])
+
+    def __getattribute__(self, name):
+        if name != "seen":
+            object.__getattribute__(self, "seen").append(name)
+        return object.__getattribute__(self, name)
+
+
+def _recorded(x):
+    r = Recorder()
+    r.t = x
+    y = r.t + 1
+    return y, list(r.seen), isinstance(r, Recorder)
+
+
+def _recorder_returned(x):
+    r = Recorder()
+    r.t = x
+    return r.t + 1, r
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_class_with_its_own_getattribute_is_created_in_the_trace(backend):
+    """Each read runs the hook once, as eager (``isinstance`` reads ``__class__`` through it)."""
+    d = run_differential(_recorded, torch.randn(3), backend=CountingBackend(inner=backend))
+    assert d.compiles_first == 1
+
+
+def test_an_object_with_its_own_getattribute_is_built_without_running_it():
+    _, eager = _recorder_returned(torch.ones(2))
+    compiled = dynacap.optimize(_recorder_returned, backend=CountingBackend())
+    _, r = compiled(torch.ones(2))
+    seen = object.__getattribute__(r, "seen")
+    assert seen == object.__getattribute__(eager, "seen") == ["t"]
+    assert torch.equal(object.__getattribute__(r, "t"), torch.ones(2))
+
+
 def _own_new_through_super(x):
     o = OwnNew(x)
     return o.a + 1

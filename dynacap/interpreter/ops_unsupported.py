@@ -5,9 +5,8 @@ in ``BREAK_REASONS`` (``tests/test_opcodes.py`` checks ``dis.opmap`` against
 both).  An opcode listed here breaks the graph: the instruction runs eagerly
 (or, where it cannot run alone, the frame does), so the result is eager's.
 Most are never reached by a captured frame (the hook skips module bodies,
-exec'd code, coroutines and generators; ``except*`` handlers are only
-entered on an exception group, which the trace never raises); they are listed
-so that reaching one anyway is a clean break, never an internal error.
+exec'd code, coroutines and generators); they are listed so that reaching one
+anyway is a clean break, never an internal error.
 
 This module is imported last: an opcode a family handles is never replaced.
 """
@@ -16,7 +15,6 @@ from __future__ import annotations
 from ..errors import GraphBreak
 from .tracer import HANDLERS
 
-_HANDLER = "an exception-group handler ({what}) is not captured: the code around it runs eagerly"
 _ASYNC = "async code ({what}) is not captured: coroutines and async generators run eagerly"
 
 #: opname -> the reason a user reads when capture stops there.
@@ -24,8 +22,6 @@ BREAK_REASONS = {
     "CACHE": "an inline cache entry (CACHE) is not an instruction",
     "PRINT_EXPR": "an interactive-mode expression statement (PRINT_EXPR) is not captured",
     "IMPORT_STAR": "`from module import *` (IMPORT_STAR) is not captured",
-    "CHECK_EG_MATCH": _HANDLER.format(what="`except* SomeError`"),
-    "PREP_RERAISE_STAR": _HANDLER.format(what="`except*`"),
     "GET_AWAITABLE": _ASYNC.format(what="`await`"),
     "GET_AITER": _ASYNC.format(what="`async for`"),
     "GET_ANEXT": _ASYNC.format(what="`async for`"),

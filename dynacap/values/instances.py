@@ -30,7 +30,8 @@ from ..errors import GraphBreak
 from ..source import AttrSource, ClassSource
 from .base import Value
 from .constant import ConstantValue
-from .objects import _MISSING, _OBJECT_CLASS, ObjectValue, _is_data_descriptor, class_lookup, lookup_hook
+from .objects import _MISSING, _OBJECT_CLASS, ObjectValue, _is_data_descriptor, class_lookup, has_lookup_hooks, \
+    lookup_hook
 
 _OBJECT_NEW = object.__dict__["__new__"]
 _OBJECT_INIT = object.__dict__["__init__"]
@@ -66,8 +67,8 @@ def why_not_plain(cls: type) -> str | None:
         hook_function = lookup_hook(cls, hook)
         if hook_function is None or _frozen_dataclass_hook(cls, hook):
             continue
-        if hook in ("__getattr__", "__setattr__") and type(hook_function) is types.FunctionType:
-            continue  # inlined where eager calls it; rebuilding the object calls neither
+        if hook in ("__getattribute__", "__getattr__", "__setattr__") and type(hook_function) is types.FunctionType:
+            continue  # inlined where eager calls it; rebuilding the object calls none of them
         return f"it has its own {hook}"
     if class_lookup(cls, "__class__") is not _OBJECT_CLASS:
         return "it has its own __class__"
@@ -156,6 +157,10 @@ def instantiate(tx, cls_value: Value, args: list[Value], kwargs: dict[str, Value
     if _python_new(cls) is not None:
         return _instantiate_with_new(tx, cls_value, class_source, args, kwargs)
     made = cls_value if isinstance(cls_value, MadeClassValue) else None
+    if made is not None and lookup_hook(cls, "__getattribute__") is not None:
+        # ``object.__getattribute__`` inside it is the generic lookup of plain objects, not the namespace's.
+        raise GraphBreak(f"creating a {cls.__qualname__} object in captured code: its class, made in captured "
+                         "code, has its own __getattribute__")
     init = class_lookup(cls, "__init__")
     if init is _OBJECT_INIT:
         if args or kwargs:
@@ -409,7 +414,20 @@ class NewObjectValue(ObjectValue):
                 cg.append("POP_TOP")
                 continue
             value.reconstruct(cg)
-            cg.load_shared(self)
-            cg.append("LOAD_ATTR", "__dict__")
+            if has_lookup_hooks(cls):  # ``obj.__dict__`` would run its own __getattribute__
+                cg.call(object.__getattribute__, _Shared(self), "__dict__")
+            else:
+                cg.load_shared(self)
+                cg.append("LOAD_ATTR", "__dict__")
             cg.load_const(name)
             cg.append("STORE_SUBSCR")
+
+
+class _Shared(Value):
+    """The runtime object already built for ``value`` (``Emitter.keep_shared``)."""
+
+    def __init__(self, value: Value):
+        self.value = value
+
+    def reconstruct(self, cg) -> None:
+        cg.load_shared(self.value)
