@@ -9,7 +9,9 @@ exceptions raised in a helper and caught by a base class in the caller,
 re-raised, chained (``raise ... from``) or let out of the function (the
 exception itself is then compared); ``with`` on a user context manager that
 logs and may swallow the exception, on ``contextlib.contextmanager``
-generators, ``suppress``, ``nullcontext`` and ``ExitStack``.
+generators, ``suppress``, ``nullcontext`` and ``ExitStack``; generators driven by ``send``/``close``/
+``throw`` (``generator_protocol``); errors that depend on the call (unpacking a tensor or ``xs``,
+``ZeroDivisionError`` on ``k``), chained exceptions read back, ``except*`` (``python_error_kinds``).
 The module-level helpers are written on first use (``productions_objects.define``).
 Registered by importing this module (``productions`` does).
 """
@@ -33,6 +35,26 @@ def check_positive(t, n):
     if n <= 0:
         raise FuzzSubError("not positive: " + str(n), code=n)
     return t * n
+''',
+    "coroutines": '''
+def running(t, log):
+    total = t * 0
+    n = 0
+    while True:
+        v = yield total
+        if v is None:
+            log.append(n)
+            return n
+        total = total + v
+        n += 1
+
+
+def guarded(log):
+    try:
+        while True:
+            yield len(log)
+    finally:
+        log.append("closed")
 ''',
     "tracker": '''
 import contextlib
@@ -231,4 +253,82 @@ def with_user_cm(w, scope, depth):
         lines += w.indent(_lines(raise_text))
     lines.append(f"{t} = {t} + len({log})")
     scope.define(t, "tensor")
+    return lines
+
+
+@statement("generator_protocol", 2)
+def generator_protocol(w, scope, depth):
+    """``send``/``close``/``throw`` on generators: the value of ``StopIteration`` from ``return``, a
+    ``finally`` that runs at ``close()``, a thrown exception leaving the generator, ``send`` before start."""
+    tensors = scope.of("tensor")
+    if not tensors or depth >= w.MAX_DEPTH:
+        return None
+    define(w, "coroutines")
+    g, t, n = w.fresh("gen"), w.fresh("t"), w.fresh("n")
+    log = w.rng.choice(["G_LIST", "obj.log" if "obj" in scope.names else "G_LIST", w.fresh("lst")])
+    lines = [f"{log} = []"] if not log.startswith(("G_", "obj")) else []
+    lines += [f"{g} = running({w.rng.choice(tensors)}, {log})", f"{t} = next({g})", f"{n} = 0"]
+    choice = w.rng.randrange(5)
+    if choice == 0:
+        lines += [f"{t} = {g}.send({w.tensor(scope)})", f"{t} = {g}.send({w.tensor(scope)} * 2) + {t}",
+                  "try:", f"    {g}.send(None)", "except StopIteration as e:", f"    {n} = e.value + len(e.args)"]
+    elif choice == 1:
+        lines += [f"{t} = {g}.send({w.tensor(scope)})", f"{g}.close()", f"{n} = len({log}) + (next({g}, None) is None)"]
+    elif choice == 2:
+        lines = [f"{log} = []"] if not log.startswith(("G_", "obj")) else []
+        lines += [f"{g} = guarded({log})", f"{t} = {w.rng.choice(tensors)} * 1", f"{n} = next({g}) + next({g})",
+                  f"{g}.close()", f"{n} = {n} + len({log})"]
+    elif choice == 3:
+        lines += [f"{t} = {g}.send({w.rng.choice(tensors)})", "try:",
+                  f"    {g}.throw(KeyError({w.num(scope, 1)}))", "except KeyError as e:",
+                  f"    {n} = len(e.args) + e.args[0]", f"{n} = {n} + (next({g}, 5) == 5)"]
+    else:
+        lines = [f"{g} = running({w.rng.choice(tensors)}, G_LIST)", f"{t} = {w.rng.choice(tensors)} * 1", "try:",
+                 f"    {g}.send(1)", "except TypeError as e:", f"    {n} = len(str(e))", f"    {t} = {t} + 1"]
+    scope.define(t, "tensor")
+    scope.define(n, "num")
+    return lines
+
+
+@statement("python_error_kinds", 2)
+def python_error_kinds(w, scope, depth):
+    """Errors whose raising depends on the call's inputs: unpacking a tensor or ``xs`` (their lengths change
+    from call 2 on), ``ZeroDivisionError`` of ``%``/``divmod``/``//`` on ``k``; chained exceptions read back
+    (``__context__``, ``__cause__``, ``from None``); ``except*`` on an ``ExceptionGroup``."""
+    tensors = scope.of("tensor")
+    if not tensors or depth >= w.MAX_DEPTH:
+        return None
+    t, n = w.fresh("t"), w.fresh("n")
+    base = w.rng.choice(tensors)
+    choice = w.rng.randrange(6)
+    lines = [f"{t} = {base} * 1", f"{n} = 0"]
+    if choice == 0 and "x" in scope.names:
+        lines += ["try:", "    a_, b_, c_ = x", f"    {t} = {t} * (a_ + b_ * c_).sum()",
+                  "except ValueError as e:", f"    {t} = {t} - 1", "    G_LIST.append(str(e))"]
+    elif choice == 1 and "xs" in scope.names:
+        lines += ["try:", "    p_, q_, r_ = xs", f"    {t} = {t} + p_ * q_ - r_",
+                  "except ValueError as e:", f"    {n} = len(str(e))", "else:", f"    {n} = -1"]
+    elif choice == 2 and "k" in scope.names:
+        op = w.rng.choice([f"k % ({w.num(scope, 1)} * 0)", "divmod(k, 0)[0]", "k // (k - k)", "x.shape[0] % 0"])
+        lines += ["try:", f"    {n} = {op}", "except ZeroDivisionError as e:",
+                  f"    {n} = len(str(e)) + isinstance(e, ArithmeticError)", f"    {t} = {t} * 2"]
+    elif choice == 3:
+        text, exc = raiser(w, scope)
+        tail = w.rng.choice(["", f" from {w.fresh('e')}", " from None"])
+        inner = tail.split()[-1] if tail and tail != " from None" else "e_"
+        lines += ["try:", "    try:"] + w.indent(w.indent(_lines(text))) + ["        n_ = 0"]
+        lines += [f"    except {exc} as {inner}:", f"        raise RuntimeError('during'){tail}",
+                  "except RuntimeError as e:",
+                  f"    {n} = (e.__cause__ is not None) + (e.__context__ is not None) * 2 + e.__suppress_context__ * 4",
+                  f"    {t} = {t} * {n}", "    G_LIST.append(type(e.__context__).__name__)"]
+    elif choice == 4:
+        lines += ["try:", f"    raise ExceptionGroup('grp', [ValueError({w.num(scope, 1)}), KeyError('k')])",
+                  "except* ValueError as eg:", f"    {t} = {t} + len(eg.exceptions)",
+                  "except* KeyError as eg:", f"    G_LIST.append(len(eg.exceptions))"]
+    else:
+        lines += ["try:", f"    {n} = [{w.num(scope, 1)}][{w.rng.choice(['1', '0', '-2'])}]",
+                  "except IndexError as e:", f"    {n} = repr(e).count('index') + len(e.args)", "finally:",
+                  f"    {t} = {t} + {w.tensor(scope)}"]
+    scope.define(t, "tensor")
+    scope.define(n, "num")
     return lines

@@ -9,7 +9,8 @@ and dunder operators: ``+``/``+=``/``*``/``==``/``len``/``bool``/``[]``/
 a dataclass ``Pt`` and a frozen one ``Key`` (hashable: a dict key, a set
 member), a namedtuple ``Pair``, ``Dims(tuple)`` and ``Out(dict)`` (the
 ``ModelOutput`` pattern: items read as attributes), ``Slotted``
-(``__slots__``).  Objects are made in the function, changed, read back into
+(``__slots__``); ``local_class`` writes ``class`` statements inside the function (methods reading its
+locals, a subclass calling ``super()``).  Objects are made in the function, changed, read back into
 tensors and numbers, and some escape (``G_LAST``, ``obj.log``, the result)
 so that their state is compared after the call (``runner.snapshot``).
 Registered by importing this module (``productions`` does).
@@ -328,4 +329,54 @@ def slots_object(w, scope, depth):
     lines.append(f"{t} = {s}.a - {s}.b")
     lines += escape(w, scope, s)
     scope.define(t, "tensor")
+    return lines
+
+
+@statement("local_class", 2)
+def local_class(w, scope, depth):
+    """A ``class`` statement inside the function: methods reading the function's locals (cells), a
+    subclass calling ``super()``, class attributes changed after an instance exists, dunders; the object
+    or the class escapes sometimes (the object's ``__dict__`` is then compared)."""
+    tensors = scope.of("tensor")
+    if not tensors or scope.function is None:
+        return None
+    c, o, t, n = w.fresh("Loc"), w.fresh("lo"), w.fresh("t"), w.fresh("n")
+    seen = w.rng.choice(tensors)  # read by a method: a cell of the function
+    if scope.function is not None and seen not in ("x", "y"):
+        scope.function.captured.add(seen)
+    lines = [f"class {c}:", f"    unit = {w.rng.choice(['1', '2', '0.5'])}", "",
+             "    def __init__(self, t, n=1):", "        self.t = t", "        self.n = n", "",
+             "    def step(self, v):", "        self.t = self.t * self.unit + v", "        self.n += 1",
+             "        return self", "",
+             "    def seen(self):", f"        return self.t + {seen}"]
+    extra = w.rng.choice(["property", "dunders", "none"])
+    if extra == "property":
+        lines += ["", "    @property", "    def twice(self):", "        return self.t * 2"]
+    elif extra == "dunders":
+        lines += ["", "    def __add__(self, other):", f"        return {c}(self.t + other, self.n)", "",
+                  "    def __len__(self):", "        return max(int(self.n), 0)"]
+    cls = c
+    if w.rng.random() < 0.4:
+        cls = w.fresh("Sub")
+        lines += [f"class {cls}({c}):", "    unit = 3", "",
+                  "    def step(self, v):", "        super().step(v * 2)", "        self.tag = type(self).__name__",
+                  "        return self"]
+    lines.append(f"{o} = {cls}({w.tensor(scope)}, {w.rng.choice(['0', '1', '2'])})")
+    for _ in range(w.rng.randint(1, 3)):
+        lines.append(w.rng.choice([f"{o}.step({w.tensor(scope)})", f"{o}.step({w.num(scope, 1)}).step({seen})",
+                                   f"{c}.unit = {w.rng.choice(['2', '4'])}", f"{o}.n = {o}.n + {w.num(scope, 1)}",
+                                   f"{o}.extra = {o}.n * 2"]))
+    reads = [f"{o}.seen() * {o}.unit", f"{o}.t + {o}.n"]
+    if extra == "property":
+        reads.append(f"{o}.twice - {o}.t")
+    elif extra == "dunders":
+        reads.append(f"({o} + {w.rng.choice(tensors)}).t * len({o})")
+    lines.append(f"{t} = {w.rng.choice(reads)}")
+    lines.append(f"{n} = {o}.n + isinstance({o}, {c}) + (type({o}) is {cls}) + len({cls}.__qualname__)"
+                 + w.rng.choice(["", f" + hasattr({o}, 'extra')", f" + ({cls}.unit == {c}.unit)"]))
+    if w.rng.random() < 0.15:
+        lines.append(f"G_LIST.append({cls}.__name__)")
+    lines += escape(w, scope, o)
+    scope.define(t, "tensor")
+    scope.define(n, "num")
     return lines

@@ -9,7 +9,10 @@ helpers), ``itertools`` (``accumulate``, ``product``, ``combinations``,
 ``defaultdict`` with a lambda, ``ChainMap``), ``sorted``/``min``/``max``/
 ``list.sort`` with keys, ``map``/``filter``, and string formatting (f-strings
 with format specs, ``%``, ``str.format``, ``join``, str methods) whose text
-is printed, logged or used as a key.  Sorting keys never tie on tensors
+is printed, logged or used as a key.  ``functools_wrappers`` (``wraps``, ``lru_cache``/``cache`` whose
+state lasts over the calls, ``cached_property``, ``cmp_to_key``), ``copy_calls`` (``copy``/``deepcopy``
+of arguments, objects and aliased lists) and ``itertools_lazy`` (``cycle``, ``tee``, ``groupby`` with a key,
+``takewhile``/``dropwhile`` whose predicates break) came in session 19.  Sorting keys never tie on tensors
 (the order of equal keys is then CPython's stable order either way).
 Registered by importing this module (``productions`` does).
 """
@@ -266,4 +269,197 @@ def str_format(w, scope, depth):
         n = w.fresh("n")
         lines.append(f"{n} = len(str({s})) + str({s}).count('1')")
         scope.define(n, "num")
+    return lines
+
+
+WRAPPERS = '''
+import copy
+
+
+def logged(f):
+    @functools.wraps(f)
+    def inner(*args, **kwargs):
+        G_LIST.append(f.__name__)
+        return f(*args, **kwargs)
+    return inner
+
+
+@logged
+def shifted(t, by=1):
+    """Shift t."""
+    return t + by
+
+
+@functools.lru_cache(maxsize=4)
+def table(n):
+    G_LIST.append(("table", n))
+    return n * n + 1
+
+
+class Lazy:
+    def __init__(self, t):
+        self.t = t
+        self.calls = 0
+
+    @functools.cached_property
+    def norm(self):
+        self.calls += 1
+        return self.t.abs().sum()
+'''
+
+
+def define_wrappers(w) -> None:
+    """``copy``, a ``functools.wraps`` decorator, an ``lru_cache`` (its state lasts over the calls) and a
+    ``cached_property``: written into the program on first use."""
+    define_imports(w)
+    if "wrappers" not in w.module_helpers:
+        w.module_helpers["wrappers"] = "wrappers"
+        w.module_lines += WRAPPERS.strip("\n").splitlines() + ["", ""]
+
+
+def _some_list(w, scope, tensors) -> str:
+    return w.rng.choice(scope.of("list") or ["[" + ", ".join(w.rng.sample(tensors, min(2, len(tensors)))) + "]"])
+
+
+@statement("functools_wrappers", 2)
+def functools_wrappers(w, scope, depth):
+    """``wraps`` (module-level and made in the function), ``lru_cache``/``cache`` whose hits are read,
+    ``cached_property`` (computed once, deleted, recomputed), ``cmp_to_key`` over numbers and tensors."""
+    tensors = scope.of("tensor")
+    if not tensors:
+        return None
+    define_wrappers(w)
+    t, n = w.fresh("t"), w.fresh("n")
+    choice = w.rng.randrange(6)
+    if choice == 0:
+        lines = [f"{t} = shifted({w.tensor(scope)}, {w.num(scope, 1)})",
+                 f"{n} = len(shifted.__name__) + (shifted.__wrapped__.__name__ == 'shifted') + len(shifted.__doc__)"]
+    elif choice == 1:
+        deco, inner, h = w.fresh("deco"), w.fresh("inner"), w.fresh("hw")
+        lines = [f"def {deco}(f):", "    @functools.wraps(f)", f"    def {inner}(t):", "        G_LIST.append(f.__name__)",
+                 "        return f(t) * 2", f"    return {inner}", f"@{deco}", f"def {h}(t):",
+                 f"    return t + {w.num(scope, 1)}", f"{t} = {h}({w.tensor(scope)})",
+                 f"{n} = len({h}.__qualname__) + ({h}.__wrapped__ is not {h})"]
+    elif choice == 2:
+        a = w.num(scope, 1)
+        lines = [f"{n} = table({a}) + table({w.rng.choice(['1', '2', a])}) + table.cache_info().hits",
+                 f"{t} = {w.rng.choice(tensors)} * table(2)"]
+    elif choice == 3:
+        sq = w.fresh("sq")
+        lines = ["@functools.cache", f"def {sq}(v):", "    G_LIST.append(v)", "    return v * 2",
+                 f"{n} = {sq}(1) + {sq}({w.num(scope, 1)}) + {sq}(1) + {sq}.cache_info().misses",
+                 f"{t} = {w.rng.choice(tensors)} + {sq}(3)"]
+    elif choice == 4:
+        lz = w.fresh("lz")
+        lines = [f"{lz} = Lazy({w.tensor(scope)})", f"{t} = {lz}.norm * {w.rng.choice(tensors)} + {lz}.norm",
+                 f"{n} = {lz}.calls + ('norm' in vars({lz}))"]
+        if w.rng.random() < 0.5:
+            lines += [f"del {lz}.norm", f"{lz}.t = {lz}.t * 2", f"{t} = {t} + {lz}.norm", f"{n} = {n} + {lz}.calls"]
+        if w.rng.random() < 0.3:
+            scope.function.global_writes.add("G_LAST")
+            lines.append(f"G_LAST = {lz}")
+    else:
+        if w.rng.random() < 0.5:
+            lines = [f"{n} = sorted([{_nums(w, scope)}, -2], key=functools.cmp_to_key(lambda a_, b_: (a_ > b_) - "
+                     f"(a_ < b_)), reverse={w.rng.choice(['True', 'False'])})[0]"]
+        else:
+            lst, base = w.fresh("lst"), w.rng.choice(tensors)
+            lines = [f"{lst} = [{base} * 1, {base} * -2, {base} * 3]",
+                     f"{lst}.sort(key=functools.cmp_to_key(lambda a_, b_: int(torch.sign((a_ - b_).sum()).item())))",
+                     f"{t} = {lst}[0] - {lst}[-1] * 0.5", f"{n} = len({lst})"]
+            w.use("item")
+            scope.define(lst, "list")
+    for line in lines:
+        if line.startswith(f"{t} ="):
+            scope.define(t, "tensor")
+    scope.define(n, "num")
+    return lines
+
+
+@statement("copy_calls", 2)
+def copy_calls(w, scope, depth):
+    """``copy.copy``/``copy.deepcopy`` of the arguments, of objects and of aliased lists; the copy and the
+    original are both changed and read back (a shallow copy shares what it holds)."""
+    tensors = scope.of("tensor")
+    if not tensors:
+        return None
+    define_wrappers(w)
+    t, n, c = w.fresh("t"), w.fresh("n"), w.fresh("cp")
+    base = w.rng.choice(tensors)
+    choice = w.rng.randrange(6)
+    if choice == 0 and "xs" in scope.names and "xs" not in scope.frozen:
+        lines = [f"{c} = copy.copy(xs)", f"{c}.append({w.tensor(scope)})", f"{c}[0] = {c}[0] * 2 if xs else {base}",
+                 f"{t} = {c}[-1] + (xs[0] if xs else {base})",
+                 f"{n} = len({c}) - len(xs) + (len(xs) > 1 and {c}[1] is xs[1])"]
+    elif choice == 1 and "d" in scope.names and "d" not in scope.frozen:
+        lines = [f"{c} = copy.deepcopy(d)", f'{c}["a"] = {c}.get("a", {base}) + 1', f'{c}["n"] = {c}.get("n", 0) + 1',
+                 f'{t} = {c}["a"] - d.get("a", {base})',
+                 f'{n} = {c}["n"] - d.get("n", 0) + ({c}.get("a") is d.get("a")) + len({c})']
+        if w.rng.random() < 0.4:
+            lines.insert(1, f'{c}.get("a", {base}).add_(1)')
+    elif choice == 2:
+        bx = w.fresh("bx")
+        lines = [f"{bx} = Box({w.tensor(scope)}, {w.rng.choice(['1', '2'])})",
+                 f"{c} = copy.{w.rng.choice(['copy', 'deepcopy'])}({bx})", f"{c}.bump()", f"{c}.v.mul_(2)",
+                 f"{t} = {bx}.v + {c}.v", f"{n} = {bx}.s + {c}.s + ({c}.v is {bx}.v)"]
+    elif choice == 3 and "obj" in scope.names and "obj" not in scope.frozen:
+        lines = [f"{c} = copy.copy(obj)", f"{c}.count = {c}.count + 5", f"{c}.log.append({w.num(scope, 1)})",
+                 f"{t} = {c}.w * obj.count", f"{n} = obj.count + {c}.count + len(obj.log)"]
+    elif choice == 4:
+        pair = w.fresh("lst")
+        lines = [f"{pair} = [{w.tensor(scope)}]", f"{pair}.append({pair}[0])", f"{c} = copy.deepcopy({pair})",
+                 f"{c}[0].add_(1)", f"{t} = {c}[1] + {pair}[0]", f"{n} = ({c}[0] is {c}[1]) + ({c}[0] is {pair}[0])"]
+    else:
+        lines = [f"{c} = copy.copy(G_LIST)", f"{c}.append({w.num(scope, 1)})",
+                 f"{n} = len({c}) - len(G_LIST) + len(copy.deepcopy(G_SET))", f"{t} = {base} * len({c})"]
+    scope.define(t, "tensor")
+    scope.define(n, "num")
+    return lines
+
+
+@statement("itertools_lazy", 2)
+def itertools_lazy(w, scope, depth):
+    """Lazy ``itertools`` read one item at a time: ``cycle``, ``tee``, ``groupby`` with a key, ``takewhile``/
+    ``dropwhile`` whose predicate breaks (``.item()``, ``bool`` of a tensor), ``count``, ``accumulate`` with
+    a function, ``compress``/``filterfalse``, a ``chain`` read partly by ``next``."""
+    tensors = scope.of("tensor")
+    if not tensors:
+        return None
+    define_imports(w)
+    t, n, it = w.fresh("t"), w.fresh("n"), w.fresh("it")
+    lst, base = _some_list(w, scope, tensors), w.rng.choice(tensors)
+    choice = w.rng.randrange(9)
+    if choice == 0:
+        lines = [f"{t} = sum(itertools.islice(itertools.cycle({lst}), {w.rng.choice(['3', '5'])}), {base} * 0)"]
+    elif choice == 1:
+        a, b = w.fresh("it"), w.fresh("it")
+        lines = [f"{a}, {b} = itertools.tee(iter({lst}))", f"{t} = next({a}, {base})",
+                 f"{t} = {t} + sum({b}, {base} * 0) * 2 + sum({a}, {base} * 0)"]
+    elif choice == 2:
+        lines = [f"{t} = {base} * 0", f"for key_, g_ in itertools.groupby([(1, {base}), (1, {w.tensor(scope)}), "
+                 f"(2, {base})], key=operator.itemgetter(0)):", f"    {t} = {t} + sum(p_[1] for p_ in g_) * key_"]
+    elif choice == 3:
+        lines = [f"{t} = sum(itertools.takewhile(lambda e_: e_.abs().sum().item() < {w.rng.choice(['5', '9', '30'])}, "
+                 f"{lst}), {base} * 0)"]
+        w.use("item")
+    elif choice == 4:
+        lines = [f"{n} = len(list(itertools.dropwhile(lambda e_: bool(e_.sum() > 0), {lst})))",
+                 f"{t} = {base} * {n}"]
+    elif choice == 5:
+        lines = [f"{it} = itertools.count({w.num(scope, 1)}, {w.rng.choice(['2', '0.5', '-1'])})",
+                 f"{n} = next({it}) + next({it}) * 2", f"{n} = {n} + next({it})"]
+    elif choice == 6:
+        lines = [f"{t} = list(itertools.accumulate({lst} + [{base}], torch.maximum))[-1]",
+                 f"{n} = list(itertools.accumulate([{_nums(w, scope)}], operator.mul, initial=2))[-1]"]
+    elif choice == 7:
+        lines = [f"{n} = sum(itertools.compress([{_nums(w, scope, 4)}], [1, 0, 1, 1])) + "
+                 f"len(list(itertools.filterfalse(lambda v_: v_ > 1, [{_nums(w, scope)}])))"]
+    else:
+        lines = [f"{it} = itertools.chain({lst}, [{base}])", f"{t} = next({it})",
+                 f"{t} = {t} + sum({it}, {base} * 0)"]
+    for line in lines:
+        if line.startswith(f"{t} ="):
+            scope.define(t, "tensor")
+        if line.startswith(f"{n} ="):
+            scope.define(n, "num")
     return lines
