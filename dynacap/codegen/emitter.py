@@ -16,8 +16,10 @@ from __future__ import annotations
 
 from bytecode import Instr
 
+from ..errors import GraphBreak
 from ..source import Source, SourceCode
 from ..values.base import Value
+from ..values.classes import is_template
 
 
 _NO_ARG = object()
@@ -127,6 +129,9 @@ class Emitter:
         return True
 
     def load_const(self, value) -> None:
+        if isinstance(value, type) and is_template(value):
+            # One class for every call, its methods' closure cells empty: never a class made by the trace.
+            raise GraphBreak(f"class {value.__qualname__} created in captured code cannot be rebuilt here")
         self.append("LOAD_CONST", value)
 
     def call(self, fn, *args) -> None:

@@ -101,6 +101,8 @@ def _make_function(tx, ins):
         boxes = [c.box for c in closure.items if isinstance(c, CellRefValue)]
         cells = tuple(types.CellType() for _ in boxes)
     fn = types.FunctionType(code, tx.f_globals, code.co_name, defaults_t, cells)
+    if boxes is not None:
+        tx.ctx.made_closures[id(fn)] = (fn, boxes)
     if kwdefaults_d:
         fn.__kwdefaults__ = kwdefaults_d
     fn.__qualname__ = code.co_qualname

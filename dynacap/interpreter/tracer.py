@@ -150,6 +150,9 @@ class TraceContext:
     exc_info: Value = CALLERS
     #: Generators of the trace that were suspended at a ``yield`` inside a try or with block.
     suspended_generators: list = field(default_factory=list)
+    #: Functions made by the trace with a closure: ``id(fn)`` -> ``(fn, the tracer's cell boxes)``, for code
+    #: that reaches such a function through a class made in the trace rather than the value made for it.
+    made_closures: dict = field(default_factory=dict)
 
     def __post_init__(self):
         self.graph.before_node = self.keep_program_order
@@ -580,8 +583,11 @@ class Tracer:
                 value = self._wrap_default(fn_value, name, params[name], value)
             child.locals[name] = value
         if code.co_freevars:
-            if fn_value.closure_cells is not None:
-                for name, box in zip(code.co_freevars, fn_value.closure_cells):
+            boxes = fn_value.closure_cells
+            if boxes is None:
+                boxes = self.ctx.made_closures.get(id(fn), (None, None))[1]
+            if boxes is not None:
+                for name, box in zip(code.co_freevars, boxes):
                     child.cells[name] = box
             else:
                 for i, (name, cell) in enumerate(zip(code.co_freevars, fn.__closure__)):
