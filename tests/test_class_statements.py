@@ -350,3 +350,19 @@ def super_into_class_made_here(x):
 def test_super_into_a_class_made_here():
     d = run_differential(super_into_class_made_here, torch.randn(3))
     assert d.compiles_first == 1
+
+
+def type_with_three_arguments(x):
+    K = type("K", (Scaler,), {"factor": 5.0, "extra": [1]})
+    k = K(2)
+    K.extra.append(2)
+    return k.apply(x), K.__name__, K.__module__, K.extra, isinstance(k, Scaler), K
+
+
+def test_type_with_three_arguments_makes_a_new_class_per_call():
+    compiled = dynacap.optimize(type_with_three_arguments, backend=CountingBackend())
+    first, second = compiled(torch.ones(2)), compiled(torch.ones(2))
+    eager = type_with_three_arguments(torch.ones(2))
+    for got in (first, second):
+        assert torch.equal(got[0], eager[0]) and got[1:5] == eager[1:5]
+    assert first[5] is not second[5] and first[5].extra == [1, 2]

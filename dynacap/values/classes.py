@@ -576,3 +576,20 @@ def _after_creation(tx, value: MadeClassValue, kwargs: dict[str, Value]) -> None
     if kwargs:
         raise GraphBreak(f"class {value.value.__name__} with keyword arguments {sorted(kwargs)} and no "
                          "__init_subclass__ to take them (TypeError at run time)")
+
+
+def type_call(tx, args: list[Value], kwargs: dict[str, Value]) -> MadeClassValue:
+    """``type(name, bases, namespace, **kwargs)``: a class made in the trace, as a ``class`` statement makes it.
+
+    ``__module__`` is the calling frame's ``__name__`` when the namespace has none, as CPython sets it.
+    """
+    from .containers import DictValue, TupleValue
+
+    name, bases, namespace = args
+    if not name.is_constant() or type(name.as_constant()) is not str or not isinstance(bases, TupleValue) \
+            or not isinstance(namespace, DictValue) or not all(type(k) is str for k in namespace.items):
+        raise GraphBreak("type() with three arguments that are not a name, a tuple of bases and a dict of names")
+    attributes = dict(namespace.items)
+    if "__module__" not in attributes and "__name__" in tx.f_globals:
+        attributes["__module__"] = ConstantValue(tx.f_globals["__name__"])
+    return make_class(tx, name.as_constant(), list(bases.items), attributes, dict(kwargs), None)
