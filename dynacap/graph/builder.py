@@ -11,7 +11,8 @@ parameters and buffers of modules become ``get_attr`` nodes and built-in
 ``torch.nn`` layers ``call_module`` nodes, both owned by the graph's root
 module.  Each operation is classified as it is added (``effects.node_effect``):
 ``before_node`` hears whether it may leave changed state if the graph
-raises (the tracer's program-order rule may refuse it), and those that may
+raises and whether it may raise at all once traced (``effects.may_raise``;
+the tracer's program-order rule may refuse it), and those that may change state
 are listed in ``mutations``.  This module knows nothing about bytecode.
 """
 from __future__ import annotations
@@ -31,7 +32,7 @@ from torch._subclasses.fake_tensor import (
 
 from ..errors import GraphBreak
 from ..source import Source
-from .effects import MUTATES, node_effect, storage_of
+from .effects import MUTATES, may_raise, node_effect, storage_of
 from .shapes import SYMBOLIC, NeedsSymbolicShapes, SymbolicShapes
 
 _FAKE_KEY = torch._C._TorchDispatchModeKey.FAKE
@@ -253,7 +254,7 @@ class GraphBuilder:
         mutates = node_effect(node, self.external, module if kind == "call_module" else None, fake) == MUTATES
         if self.before_node is not None:
             try:
-                self.before_node(mutates)
+                self.before_node(mutates, may_raise(node))
             except GraphBreak:
                 self.graph.erase_node(node)
                 raise

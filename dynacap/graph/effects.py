@@ -66,6 +66,19 @@ _INPLACE_OPERATORS = {
     operator.ifloordiv, operator.imod, operator.ipow, operator.iand, operator.ior, operator.ixor,
     operator.ilshift, operator.irshift, operator.imatmul,
 }
+#: Operations whose only errors are about shapes, dtypes and devices: fake propagation raises them
+#: while tracing and the guards pin that metadata, so once traced they do not raise when the graph
+#: runs (short of running out of memory).  Indexing, gathers, divisions, linear algebra and the
+#: like raise on values (an index out of range, a zero divisor, a singular matrix) and are left out.
+_METADATA_CHECKED = {
+    "linear", "matmul", "mm", "bmm", "addmm", "mv", "dot", "conv1d", "conv2d", "conv3d", "add", "sub", "mul",
+    "neg", "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__neg__", "__matmul__", "relu",
+    "gelu", "silu", "sigmoid", "tanh", "exp", "abs", "softmax", "log_softmax", "layer_norm", "view", "reshape",
+    "transpose", "permute", "flatten", "contiguous", "clone", "t", "unsqueeze", "squeeze", "expand", "cat",
+    "stack", "sum", "mean", "detach",
+}
+#: The dtypes every kernel of those operations has (fake tensors do not check that a kernel exists).
+_CHECKED_DTYPES = (torch.float32, torch.float64)
 #: Device types whose default generators ``modes.restoring_modes_on_error`` saves.
 _SAVED_GENERATORS = ("cpu", "cuda")
 _RANDOM_LAYERS = (torch.nn.Dropout, torch.nn.Dropout1d, torch.nn.Dropout2d, torch.nn.Dropout3d,
@@ -84,6 +97,16 @@ def node_effect(node: torch.fx.Node, external: set, module: torch.nn.Module | No
                                                                      if result is None else result)):
         return MUTATES
     return effect
+
+
+def may_raise(node: torch.fx.Node) -> bool:
+    """Whether running ``node`` may raise where its fake propagation did not (on the values of its
+    tensors, or for a kernel missing for their dtype); True unless it is one of the
+    ``_METADATA_CHECKED`` operations on ``_CHECKED_DTYPES`` tensors."""
+    if node.op not in ("call_function", "call_method") or _name_of(node.target) not in _METADATA_CHECKED:
+        return True
+    tensors = _tensor_args(node) + _tensors_in(node.meta.get("example_value"))
+    return not all(t.dtype in _CHECKED_DTYPES for t in tensors)
 
 
 def _effect(node, external: set, module) -> str:

@@ -162,10 +162,13 @@ class TraceContext:
         or freed, which code after a graph break (where they do not exist) would never do."""
         return [g for g in self.suspended_generators if g.suspended_in_handler and not g.done]
 
-    def keep_program_order(self, mutates: bool) -> None:
-        """Called before each graph operation: break where a raising graph would skip eager's effects."""
+    def keep_program_order(self, mutates: bool, raises: bool = True) -> None:
+        """Called before each graph operation: break where a raising graph would skip eager's effects.
+
+        ``raises``: whether the operation may raise when the graph runs (``graph.effects.may_raise``).
+        """
         self._keep_handlers_reachable(mutates)
-        self._keep_side_effects_in_order(mutates)
+        self._keep_side_effects_in_order(mutates, raises)
 
     def _keep_handlers_reachable(self, mutates: bool) -> None:
         """Refuse a graph operation whose failure a ``try`` handler could not see (``graph.effects``).
@@ -183,7 +186,7 @@ class TraceContext:
                              "except/finally handler runs if it raises")
         self.handled_ops = self.handled_ops or inside
 
-    def _keep_side_effects_in_order(self, mutates: bool) -> None:
+    def _keep_side_effects_in_order(self, mutates: bool, raises: bool) -> None:
         """Refuse a graph operation that would lose side effects if the graph raised (``graph.effects``).
 
         The graph runs before the side effects recorded during its trace are
@@ -193,7 +196,10 @@ class TraceContext:
         may follow a side effect in it: such an operation runs eagerly (a graph
         break) after the graph and the replay, and the rest of the frame
         resumes.  Side effects after its last operation are fine: if the graph
-        raises, eager would not have reached them either.
+        raises, eager would not have reached them either; so are operations after
+        them that cannot raise once traced (``raises`` False: their errors are
+        about shapes and dtypes, which fake propagation checked), such as the
+        ``F.linear`` that reads the weight a spectral-norm pre-hook assigned.
         """
         if not self.side_effects:
             return
@@ -201,7 +207,7 @@ class TraceContext:
             raise GraphBreak("an operation that changes an input, parameter or buffer (in place, or a running-stat "
                              "update) after a Python side effect: the graph is split there so that side effects "
                              "keep program order if it raises")
-        if self.graph.holds_mutation():
+        if raises and self.graph.holds_mutation():
             raise GraphBreak("an operation after a Python side effect in a graph that changes an input, parameter "
                              "or buffer (in place, or a running-stat update): the graph is split there so that "
                              "side effects keep program order if it raises")
