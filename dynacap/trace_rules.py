@@ -133,6 +133,9 @@ _TABLE = (
     TraceRule("torch.utils.checkpoint.checkpoint", M,
               "non-reentrant checkpointing changes what autograd keeps, never a value: the function is traced",
               (checkpointing.checkpoint, checkpointing.eager_reason)),
+    TraceRule("torch.utils.checkpoint.checkpoint_sequential", M,
+              "non-reentrant checkpointing of each segment changes what autograd keeps, never a value: the "
+              "segments are traced", (checkpointing.checkpoint_sequential, checkpointing.sequential_eager_reason)),
     TraceRule("torch._utils", I, "small helpers"),
     TraceRule("torch._jit_internal", I, "TorchScript annotations, which are plain Python when not scripting"),
     TraceRule("torch.jit", E, "TorchScript compilation"),

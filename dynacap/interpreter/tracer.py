@@ -511,6 +511,14 @@ class Tracer:
         self.ctx.attribute_overrides[(id(_identity_of(target)), name)] = value
         self.ctx.side_effects.append(SideEffect("setattr", target, name, value))
 
+    def record_tensor_setattr(self, target: Value, name: str, value: Value) -> None:
+        """``t.name = v`` on a tensor (made by the graph or read from the frame) whose class stores it in the
+        instance dict (``values.tensor.python_attribute``): replayed on the real tensor after the graph
+        (the graph's output or the frame's tensor, one object either way); later reads in the trace see
+        ``value`` (keyed by the tensor's value: one per tensor in a trace)."""
+        self.ctx.attribute_overrides[(id(target), name)] = value
+        self.ctx.side_effects.append(SideEffect("setattr", target, name, value))
+
     def record_delattr(self, target: Value, name: str) -> None:
         """``del target.name``: later reads see it missing, and the deletion is replayed after the graph."""
         if target.source is None:
