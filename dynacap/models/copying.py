@@ -7,6 +7,7 @@ copied by ``Tensor.__deepcopy__``'s own rule, a graph operation.
 from __future__ import annotations
 
 import collections
+import functools
 import types
 import weakref
 
@@ -21,31 +22,56 @@ _NIL = []
 
 
 class _Memo:
-    """``deepcopy``'s memo by identity: the originals copied so far and their copies, in order.
+    """``deepcopy``'s memo: the originals copied so far and their copies, found by identity (``find``/``keep``).
 
-    The real one is keyed by ``id()``, which a trace cannot know; ``is`` compares the values themselves.
-    Only originals of the same type are compared (a tuple is never asked whether it is a list).
+    The copy module keys its memo by ``id()``, which a trace cannot know, so the walk here compares the
+    values themselves with ``is`` (only originals of the same type: a tuple is never asked whether it is a
+    list).  Code of others given the memo (a class's own ``__deepcopy__(memo)``, the copy module's
+    ``_reconstruct``) uses it as the copy module's dict keyed by ``id()``; that code runs eagerly (``id()`` is
+    known at run time only), and its entries live in ``by_id``.
     """
 
     def __init__(self):
         self.originals = []
         self.copies = []
+        self.by_id = {}
 
-    def get(self, x, default):
+    def find(self, x, default):
         cls = type(x)
         for i in range(len(self.originals)):
             original = self.originals[i]
             if type(original) is cls and original is x:
                 return self.copies[i]
+        if self.by_id:
+            return self.by_id.get(id(x), default)
         return default
 
-    def put(self, x, y):
+    def keep(self, x, y):
         self.originals.append(x)
         self.copies.append(y)
 
-    def public(self):
-        """What a class's ``__deepcopy__(memo)`` is given (and may give back to ``deepcopy``)."""
-        return self
+    # The copy module's dict protocol, by id(), for code of others (run eagerly).
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+    def __contains__(self, key):
+        return key in self.by_id or any(id(o) == key for o in self.originals)
+
+    def __getitem__(self, key):
+        if key in self.by_id:
+            return self.by_id[key]
+        for i in range(len(self.originals)):
+            if id(self.originals[i]) == key:
+                return self.copies[i]
+        raise KeyError(key)
+
+    def __setitem__(self, key, value):
+        self.by_id[key] = value
+
+    def setdefault(self, key, default=None):
+        if key not in self:
+            self[key] = default
+        return self[key]
 
 
 class _DictMemo:
@@ -54,15 +80,14 @@ class _DictMemo:
     def __init__(self, d):
         self.d = d
 
-    def get(self, x, default):
+    def find(self, x, default):
         return self.d.get(id(x), default)
 
-    def put(self, x, y):
+    def keep(self, x, y):
         self.d[id(x)] = y
-        keep = self.d.setdefault(id(self.d), [])
-        keep.append(x)
+        self.d.setdefault(id(self.d), []).append(x)
 
-    def public(self):
+    def shared(self):
         return self.d
 
 
@@ -88,9 +113,9 @@ def deepcopy(x, memo=None, _nil=_NIL):
     """``copy.deepcopy``: the same walk as the copy module's, the memo by identity (``_Memo``)."""
     if memo is None:
         memo = _Memo()
-    elif type(memo) is not _Memo:
+    elif type(memo) is not _Memo and type(memo) is not _DictMemo:
         memo = _DictMemo(memo)
-    y = memo.get(x, _nil)
+    y = memo.find(x, _nil)
     if y is not _nil:
         return y
     cls = type(x)
@@ -98,14 +123,14 @@ def deepcopy(x, memo=None, _nil=_NIL):
         y = x
     elif cls is list:
         y = []
-        memo.put(x, y)
+        memo.keep(x, y)
         for a in x:
             y.append(deepcopy(a, memo))
     elif cls is tuple:
-        y = _deepcopy_tuple(x, memo)
+        return _deepcopy_tuple(x, memo)
     elif cls is dict:
         y = {}
-        memo.put(x, y)
+        memo.keep(x, y)
         for key, value in x.items():
             y[deepcopy(key, memo)] = deepcopy(value, memo)
     elif cls is types.MethodType:
@@ -116,25 +141,30 @@ def deepcopy(x, memo=None, _nil=_NIL):
         y = _rebuilt_dict(x, memo)
     elif cls is collections.defaultdict:
         y = cls(deepcopy(x.default_factory, memo))
-        memo.put(x, y)
+        memo.keep(x, y)
         for key, value in x.items():
             y[deepcopy(key, memo)] = deepcopy(value, memo)
     elif cls is collections.deque:
         y = cls((), x.maxlen)
-        memo.put(x, y)
+        memo.keep(x, y)
         for item in x:
             y.append(deepcopy(item, memo))
     else:
         copier = getattr(x, "__deepcopy__", None)
         if copier is not None:
-            y = copier(memo.public())
+            y = copier(_shared(memo))
         elif _plain_reduce(cls):
             y = _rebuilt_object(x, memo)
         else:
             y = _real_reduce(x, memo)
     if y is not x:
-        memo.put(x, y)
+        memo.keep(x, y)
     return y
+
+
+def _shared(memo):
+    """The memo as code of others takes it (``_Memo``, or the caller's own dict)."""
+    return memo.shared() if type(memo) is _DictMemo else memo
 
 
 def _atomic(cls) -> bool:
@@ -142,13 +172,17 @@ def _atomic(cls) -> bool:
 
 
 def _deepcopy_tuple(x, memo):
+    """The copy module's, and ``deepcopy``'s memo step: a new tuple is memoized, ``x`` itself is not (so no
+    ``is`` is asked between two tuples, which two values of one tuple read through two paths may be)."""
     y = [deepcopy(a, memo) for a in x]
-    found = memo.get(x, _NIL)
+    found = memo.find(x, _NIL)
     if found is not _NIL:
         return found
     for k, j in zip(x, y):
         if k is not j:
-            return tuple(y)
+            y = tuple(y)
+            memo.keep(x, y)
+            return y
     return x
 
 
@@ -163,7 +197,7 @@ def _deepcopy_tensor(x, memo):
                            "at the moment.  If you were attempting to deepcopy a module, this may be because of a "
                            "torch.nn.utils.weight_norm usage, see https://github.com/pytorch/pytorch/pull/103001")
     if x.requires_grad or x.grad is not None or x.is_sparse or x.storage_offset() != 0 or not x.is_contiguous():
-        return x.__deepcopy__(memo.public())
+        return x.__deepcopy__({})  # x is not in the memo; its storage is copied for it alone
     return x.clone()
 
 
@@ -171,7 +205,7 @@ def _rebuilt_dict(x, memo):
     """``OrderedDict.__reduce__`` rebuilt (``copy._reconstruct``): a new one, then each item in order."""
     y = type(x)()
     if memo is not None:
-        memo.put(x, y)
+        memo.keep(x, y)
     for key, value in x.items():
         if memo is not None:
             key, value = deepcopy(key, memo), deepcopy(value, memo)
@@ -179,6 +213,7 @@ def _rebuilt_dict(x, memo):
     return y
 
 
+@functools.lru_cache(maxsize=0)  # a pure function of the class: the tracer runs it on the class, at capture time
 def _plain_reduce(cls) -> bool:
     """Whether ``object.__reduce_ex__(4)`` is what copies ``cls``'s objects: ``copyreg.__newobj__(cls)`` and the
     instance ``__dict__`` as the state, nothing of the class's own (``__reduce__``, ``__getstate__``,
@@ -202,9 +237,9 @@ def _no_builtin_base(cls) -> bool:
 def _rebuilt_object(x, memo):
     """``copy._reconstruct(x, memo, copyreg.__newobj__, (cls,), x.__dict__)``."""
     cls = type(x)
-    y = cls.__new__(cls)
+    y = object.__new__(cls)  # cls.__new__ is object's (_plain_reduce)
     if memo is not None:
-        memo.put(x, y)
+        memo.keep(x, y)
     state = x.__dict__
     if state:
         if memo is not None:
@@ -220,7 +255,7 @@ def _real_reduce(x, memo):
     rv = x.__reduce_ex__(4)
     if isinstance(rv, str):
         return x
-    return real._reconstruct(x, None if memo is None else memo.public(), *rv)
+    return real._reconstruct(x, None if memo is None else _shared(memo), *rv)
 
 
 #: What this file models, read by ``trace_rules``: dotted name -> (model, why the model is faithful).

@@ -102,7 +102,8 @@ def _comparing(tx, owner, name: str, args, kwargs, what: str) -> Value:
     items = owner.items
     if name == "count":
         return ConstantValue(sum(same_or_equal(tx, item, target) for item in items))
-    positions = range(len(items))[slice(*bounds)] if bounds else range(len(items))
+    start, stop = (bounds + [None, None])[:2]
+    positions = range(len(items))[start:stop]
     for i in positions:
         if same_or_equal(tx, items[i], target):
             if name == "index":

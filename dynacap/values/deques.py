@@ -24,7 +24,7 @@ _METHODS = frozenset({"append", "appendleft", "extend", "extendleft", "pop", "po
 class DequeValue(SequenceValue):
     container_type = collections.deque
 
-    def __init__(self, items, maxlen: int | None = None, source=None):
+    def __init__(self, items, source=None, maxlen: int | None = None):
         super().__init__(items, source)
         self.maxlen = maxlen
         self.mutated = False
@@ -65,7 +65,7 @@ class DequeValue(SequenceValue):
         self.items = list(real)
 
     def like_items(self, real) -> "DequeValue":
-        return DequeValue(list(real), real.maxlen)
+        return DequeValue(list(real), maxlen=real.maxlen)
 
     def getitem(self, tx, index):
         key = index.as_constant()
@@ -172,7 +172,7 @@ class DequeClassValue(Value):
             from .exceptions import from_real
 
             raise from_real(e) from None
-        return DequeValue(list(real), real.maxlen)
+        return DequeValue(list(real), maxlen=real.maxlen)
 
 
 def frame_deque(tx, obj: collections.deque, source) -> Value:
