@@ -126,6 +126,9 @@ class ExceptionValue(Value):
         #: Stands for its ``__traceback__`` object: a new one each time a ``raise`` raises it (a re-raise
         #: keeps it); groups derived by ``except*`` share their origin's (``PREP_RERAISE_STAR``).
         self.traceback = object()
+        #: For a ``StopIteration``: whether ``args`` hold its ``value`` (made by the code, or by a generator's
+        #: return, ``iterators.stop_iteration``); a builtin's may stand for a generator's return value.
+        self.value_known = False
 
     def describe(self):
         return f"the exception {self.cls.__qualname__}(...)"
@@ -220,7 +223,7 @@ class ExceptionValue(Value):
                     tx.guards.equals_match(AttrSource(self.class_source, name), attr)
                     return ConstantValue(attr)
                 break
-        if name == "value" and issubclass(self.cls, StopIteration):
+        if name == "value" and issubclass(self.cls, StopIteration) and self.value_known:
             return self.args[0] if self.args else ConstantValue(None)
         if name in ("errno", "strerror", "filename", "code", "msg", "name", "path", "obj", "value"):
             # Attributes some builtin exception classes set from their arguments.
@@ -338,6 +341,7 @@ def make_exception(tx, cls: type, args: list[Value], kwargs: dict, class_source=
         raise GraphBreak(f"creating the exception {cls.__qualname__} ({base.__name__}) in captured code is not "
                          "captured")
     exception = ExceptionValue(cls, args, class_source)
+    exception.value_known = True
     init = user_init(cls)
     if init is None:
         if kwargs:

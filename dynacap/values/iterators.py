@@ -242,7 +242,7 @@ class GeneratorMethod(Value):
         finished = g.done
         item = g.next_item(tx, exact=True, sent=sent)
         if item is None:
-            raise _stop_iteration(ConstantValue(None) if finished else g.return_value)
+            raise stop_iteration(ConstantValue(None) if finished else g.return_value)
         return item
 
 
@@ -250,12 +250,13 @@ def _is_none(value: Value) -> bool:
     return value.is_constant() and value.as_constant() is None
 
 
-def _stop_iteration(value: Value):
+def stop_iteration(value: Value):
     """The ``StopIteration`` a generator's return raises to ``next()``/``send()`` (its value, if not None)."""
     from .exceptions import ExceptionValue, PythonError
 
-    return PythonError(ExceptionValue(StopIteration, [] if _is_none(value) else [value]),
-                       "the generator is exhausted (StopIteration at run time)")
+    exception = ExceptionValue(StopIteration, [] if _is_none(value) else [value])
+    exception.value_known = True
+    return PythonError(exception, "the generator is exhausted (StopIteration at run time)")
 
 
 class ZipValue(PullIterator):
