@@ -15,7 +15,7 @@ import types
 from dataclasses import dataclass
 
 from ..errors import GraphBreak
-from .base import Value, constant_args
+from .base import DELETED, Value, constant_args
 from .constant import ConstantValue
 from .containers import holds_mutable
 
@@ -48,12 +48,19 @@ class UserFunctionValue(Value):
         self.library_ok = False
         #: False when the function is guarded by its code, not identity (see ``wrap._guard_by_parts``).
         self.identity_known = True
+        #: For functions made while tracing: ``__name__``/``__qualname__``/``__module__``/``__doc__`` assigned
+        #: (``functools.wraps``), and the function's ``__dict__`` (a DictValue, made on first use).
+        self.assigned: dict[str, Value] = {}
+        self.namespace = None
 
     def describe(self) -> str:
         return f"function {self.fn.__qualname__}"
 
     def python_type(self):
         return types.FunctionType
+
+    def truth(self, tx) -> bool:
+        return True  # functions define neither __bool__ nor __len__
 
     def real_object(self):
         if self.closure_cells is not None or (self.made is not None and not self.made.constant_defaults):
@@ -63,22 +70,69 @@ class UserFunctionValue(Value):
         return self.fn
 
     def getattr(self, tx, name):
-        if name in ("__name__", "__qualname__", "__module__", "__doc__"):
+        made = self.made
+        if made is None and self.identity_known:
+            stored = tx.attribute_override(self.fn, name)  # assigned earlier in this trace
+            if stored is not None:
+                if stored is DELETED:
+                    raise GraphBreak(f"attribute `.{name}` of {self.describe()} was deleted while capturing")
+                return stored
+        if made is not None and name in self.assigned:
+            return self.assigned[name]
+        if name in _NAME_SLOTS:
             return ConstantValue(getattr(self.fn, name))
         if name == "__code__":
             return self._code(tx)
-        made = self.made
-        if made is not None and name in ("__defaults__", "__kwdefaults__", "__annotations__"):
-            part = {"__defaults__": made.defaults, "__kwdefaults__": made.kwdefaults,
-                    "__annotations__": made.annotations}[name]
-            return part if part is not None else ConstantValue(None)
-        if made is None and self.identity_known and name in self.fn.__dict__:
-            # A function attribute (``fn.cache``, ``fn.table``): read through the function.
+        if made is not None:
+            if name in ("__defaults__", "__kwdefaults__", "__annotations__"):
+                part = {"__defaults__": made.defaults, "__kwdefaults__": made.kwdefaults,
+                        "__annotations__": made.annotations}[name]
+                return part if part is not None else ConstantValue(None)
+            namespace = self._namespace()
+            if name == "__dict__":
+                return namespace
+            if name in namespace.items:
+                return namespace.items[name]
+            from .exceptions import python_error
+
+            raise python_error(AttributeError, f"'function' object has no attribute {name!r}",
+                               reason=f"{self.describe()} has no attribute {name!r} (AttributeError at run time)")
+        if self.identity_known and (name in self.fn.__dict__ or name in _FRAME_FUNCTION_PARTS):
+            # A function attribute (``fn.cache``, ``fn.__wrapped__``) or part (``__dict__``, ``__annotations__``):
+            # read through the function.
             from ..source import AttrSource
             from .wrap import wrap
 
-            return wrap(tx, self.fn.__dict__[name], AttrSource(self.source, name) if self.source is not None else None)
+            part = self.fn.__dict__[name] if name in self.fn.__dict__ else getattr(self.fn, name)
+            return wrap(tx, part, AttrSource(self.source, name) if self.source is not None else None)
         raise GraphBreak(f"attribute `.{name}` of {self.describe()}")
+
+    def setattr(self, tx, name, value):
+        if name in _FIXED_PARTS:
+            raise GraphBreak(f"assigning `.{name}` on {self.describe()} (the trace runs the function it was made as)")
+        if self.made is None:
+            if self.source is None or not self.identity_known:
+                super().setattr(tx, name, value)
+            tx.record_setattr(self, name, value)  # replayed on the real function after the graph
+            return
+        if name == "__annotations__":
+            self.made.annotations = value
+        elif name in _NAME_SLOTS:
+            if not (value.is_constant() and isinstance(value.as_constant(), (str, type(None)))):
+                raise GraphBreak(f"assigning `.{name}` on {self.describe()} a value that is not a str")
+            self.assigned[name] = value
+        else:
+            namespace = self._namespace()
+            namespace.mutate(tx)
+            namespace.items[name] = value
+
+    def _namespace(self):
+        """The ``__dict__`` of a function made while tracing: its attributes, assigned in the trace."""
+        if self.namespace is None:
+            from .containers import DictValue
+
+            self.namespace = DictValue({})
+        return self.namespace
 
     def _code(self, tx) -> Value:
         """``fn.__code__``: an immutable constant once the function's code is guarded."""
@@ -124,13 +178,23 @@ class UserFunctionValue(Value):
             cg.load_const(None)
         cg.append("PRECALL", 4)
         cg.append("CALL", 4)
-        for name, part in (("__kwdefaults__", made.kwdefaults), ("__annotations__", made.annotations)):
+        parts = [("__kwdefaults__", made.kwdefaults), ("__annotations__", made.annotations), *self.assigned.items(),
+                 *(self.namespace.items.items() if self.namespace is not None else ())]
+        for name, part in parts:
             if part is None:
                 continue
             cg.append("COPY", 1)
             part.reconstruct(cg)
             cg.append("SWAP", 2)
             cg.append("STORE_ATTR", name)
+
+
+#: A function's name parts: read from the function object (a str, or None for ``__doc__``).
+_NAME_SLOTS = ("__name__", "__qualname__", "__module__", "__doc__")
+#: Parts of a function from the frame read through their source (containers the trace may read or change).
+_FRAME_FUNCTION_PARTS = ("__dict__", "__annotations__", "__defaults__", "__kwdefaults__")
+#: Parts whose assignment would change what the trace inlines: a break.
+_FIXED_PARTS = ("__code__", "__defaults__", "__kwdefaults__", "__dict__", "__closure__", "__globals__")
 
 
 class BoundMethodValue(Value):
