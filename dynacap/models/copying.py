@@ -133,6 +133,9 @@ def deepcopy(x, memo=None, _nil=_NIL):
         memo.keep(x, y)
         for key, value in x.items():
             y[deepcopy(key, memo)] = deepcopy(value, memo)
+    elif cls is set or cls is frozenset:
+        # ``set.__reduce__``: the class called on the (copied) items; the result memoized.
+        y = cls([deepcopy(a, memo) for a in x])
     elif cls is types.MethodType:
         y = cls(x.__func__, deepcopy(x.__self__, memo))
     elif cls is torch.Tensor:
