@@ -517,3 +517,80 @@ def test_super_of_an_unrelated_object_raises_typeerror_at_run_time():
 
     # A break (the pair is checked when the proxy is made); eager's handler runs.
     run_differential(f, torch.randn(4))
+
+
+# -- tuple subclasses, named tuples, enum flags ----------------------------------------------------
+class Pair(tuple):
+    def __new__(cls, a, b):
+        return super().__new__(cls, (a, b))
+
+    @property
+    def first(self):
+        return self[0]
+
+    def swap(self):
+        return Pair(self[1], self[0])
+
+
+class LoudTuple(tuple):
+    def __len__(self):  # its own length: not a plain tuple
+        return 99
+
+
+def test_tuple_new_of_a_tuple_subclass_and_a_named_tuple():
+    import collections
+
+    from dynacap.values.subclasses import TupleNewValue, plain_tuple_class
+
+    point = collections.namedtuple("point", "x y")
+
+    def f(x, y):
+        p = tuple.__new__(Pair, (x, y))
+        q = tuple.__new__(point, [y, x])
+        return p.first + p[1] + q.x, len(p), type(p).__name__, p
+
+    assert plain_tuple_class(Pair) and not plain_tuple_class(LoudTuple)
+    assert_fully_captured(f, torch.randn(4), torch.randn(4))
+    run_differential(f, torch.randn(4), torch.randn(4))
+    assert TupleNewValue  # the value of tuple.__new__
+
+
+def test_creating_a_tuple_subclass_object_runs_its_new():
+    import inspect
+
+    from dynacap.values import instances
+
+    def f(x, y):
+        a, b = Pair(x, y).swap()
+        return a - b, Pair(1, 2) == (1, 2), isinstance(Pair(x, 2), tuple)
+
+    diff = run_differential(f, torch.randn(4), torch.randn(4))
+    if "plain_tuple_class" in inspect.getsource(instances):  # routed by creation (requests-objects.md 6)
+        assert diff.graph_count == 1
+
+
+def test_tuple_new_of_a_subclass_with_its_own_specials_breaks():
+    def f(x):
+        t = tuple.__new__(LoudTuple, (x, x))
+        return x + len(t)
+
+    out = dynacap.explain(f)(torch.randn(4))
+    assert out.graph_break_count >= 1
+    run_differential(f, torch.randn(4))
+
+
+def test_flag_enum_operators_give_members():
+    import enum
+
+    class Perm(enum.Flag):
+        R = 1
+        W = 2
+        X = 4
+
+    def f(x):
+        p = Perm.R | Perm.W
+        q = p & ~Perm.W
+        return x + (Perm.W in p) + bool(q & Perm.R) * 2 + (q is Perm.R) * 4, p
+
+    assert_fully_captured(f, torch.randn(4))
+    run_differential(f, torch.randn(4))

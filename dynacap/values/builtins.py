@@ -126,6 +126,10 @@ class BuiltinValue(Value):
 
             if hasattr(instances, "ObjectNewValue"):
                 return instances.ObjectNewValue()  # ``object.__new__(cls)``: a new object of the trace
+        if self.fn is tuple and name == "__new__":
+            from .subclasses import TupleNewValue
+
+            return TupleNewValue()
         if self.fn is object and name == "__setattr__":
             from .objects import GenericSetattrValue
 

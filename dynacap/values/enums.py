@@ -23,12 +23,15 @@ def is_enum_member(obj) -> bool:
 
 
 def user_dunders(cls: type) -> bool:
-    """Whether a special method written in Python outside ``enum``/``collections`` (their generated ones)
-    is on ``cls``'s MRO: folding an instance as a constant would run it at capture time."""
+    """Whether a special method (or an enum's ``_missing_``, which ``Flag``'s operators reach) written in
+    Python outside ``enum``/``collections`` (their generated ones) is on ``cls``'s MRO: folding an instance
+    as a constant would run it at capture time."""
     for klass in type.__dict__["__mro__"].__get__(cls):
         for name, attr in type.__dict__["__dict__"].__get__(klass).items():
-            if name.startswith("__") and name.endswith("__") and type(attr) is types.FunctionType \
-                    and attr.__module__ not in ("enum", "collections") \
+            if isinstance(attr, (classmethod, staticmethod)):
+                attr = attr.__func__
+            hook = name.startswith("__") and name.endswith("__") or name == "_missing_"  # Cls(v) may call _missing_
+            if hook and type(attr) is types.FunctionType and attr.__module__ not in ("enum", "collections") \
                     and name not in ("__init__", "__new__", "__init_subclass__"):
                 return True
     return False

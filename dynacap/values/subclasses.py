@@ -289,6 +289,83 @@ def namedtuple_fields(cls: type) -> tuple | None:
     return fields
 
 
+#: Special methods a plain ``tuple`` subclass may define: the tuple's own behaviour (items, length,
+#: equality, hashing, iteration) stays ``tuple``'s.
+_TUPLE_CLASS_SPECIALS = frozenset({"__new__", "__module__", "__qualname__", "__doc__", "__dict__", "__weakref__",
+                                   "__slots__", "__annotations__", "__orig_bases__", "__parameters__",
+                                   "__init_subclass__", "__class_getitem__", "__repr__", "__str__", "__format__",
+                                   "__match_args__", "__getnewargs__", "__firstlineno__", "__static_attributes__"})
+
+
+def plain_tuple_class(cls: type) -> bool:
+    """A user subclass of ``tuple`` alone whose objects behave as tuples (no special method of its own but
+    ``__new__`` and the printing ones, ``object.__init__``): made in the trace as a ``NamedTupleValue``."""
+    mro = type.__dict__["__mro__"].__get__(cls)
+    if tuple(k for k in mro if not k.__flags__ & _HEAP_TYPE) != (tuple, object) or type(cls) is not type:
+        return False
+    for klass in mro:
+        if klass.__flags__ & _HEAP_TYPE and any(name.startswith("__") and name.endswith("__") and
+                                                name not in _TUPLE_CLASS_SPECIALS
+                                                for name in type.__dict__["__dict__"].__get__(klass)):
+            return False
+    return True
+
+
+def make_tuple_object(tx, cls_value: Value, args: list[Value], kwargs: dict) -> "NamedTupleValue":
+    """``Cls(*args)`` for a ``plain_tuple_class``: its ``__new__`` traced (``super().__new__(cls, items)``
+    ends in ``tuple.__new__``), or ``tuple.__new__(cls, iterable)`` itself; ``object.__init__`` then does
+    nothing, as ``type.__call__`` runs it."""
+    from ..source import AttrSource, ClassSource
+    from .objects import class_lookup
+    from .wrap import wrap
+
+    cls = cls_value.as_constant()
+    new = class_lookup(cls, "__new__")
+    function = new.__func__ if type(new) is staticmethod else new
+    if function is _TUPLE_NEW:
+        return TupleNewValue().call(tx, [cls_value, *args], kwargs)
+    if type(function) is not types.FunctionType:
+        raise GraphBreak(f"creating a {cls.__qualname__} object: its __new__ is a {type(function).__name__}")
+    new_value = wrap(tx, function, AttrSource(cls_value.source or ClassSource(cls), "__new__"))
+    calling, tx.calling = tx.calling, False  # __new__'s result is not the CALL's
+    try:
+        return new_value.call(tx, [cls_value, *args], kwargs)
+    finally:
+        tx.calling = calling
+
+
+_TUPLE_NEW = tuple.__dict__["__new__"]
+
+
+class TupleNewValue(Value):
+    """``tuple.__new__(cls, iterable=())``: a tuple of ``cls`` (a named tuple or plain tuple subclass) holding
+    the iterable's items; no ``__new__``/``__init__`` of ``cls`` runs (``namedtuple``'s ``_make``)."""
+
+    def __init__(self, source=None):
+        self.source = source
+
+    def describe(self):
+        return "tuple.__new__"
+
+    def real_object(self):
+        return _TUPLE_NEW
+
+    def call(self, tx, args, kwargs):
+        from .objects import all_items
+
+        if kwargs or len(args) not in (1, 2) or not args[0].is_constant() or not isinstance(args[0].as_constant(), type):
+            raise GraphBreak(f"{self.describe()} with arguments other than a class and an iterable")
+        cls = args[0].as_constant()
+        if not issubclass(cls, tuple):
+            raise GraphBreak(f"tuple.__new__({cls.__qualname__}): not a subtype of tuple (TypeError at run time)")
+        items = all_items(tx, args[1]) if len(args) > 1 else []
+        if cls is tuple:
+            return TupleValue(items)
+        if namedtuple_fields(cls) is None and not plain_tuple_class(cls):
+            raise GraphBreak(f"tuple.__new__({cls.__qualname__}): a tuple subclass with special methods of its own")
+        return NamedTupleValue(items, cls)
+
+
 _PROBE = collections.namedtuple("_Probe", ["x"])
 _TUPLE_GETTER = type(_PROBE.__dict__["x"])
 
@@ -313,7 +390,10 @@ def make_namedtuple(tx, cls_value: Value, args: list[Value], kwargs: dict) -> "N
 
 
 class NamedTupleValue(TupleValue):
-    """A namedtuple (or a subclass of one): items by position and by field name, its class's methods."""
+    """A namedtuple (or a subclass of one): items by position and by field name, its class's methods.
+
+    Also an object of a plain subclass of ``tuple`` (``plain_tuple_class``: ``fields`` is then None) made
+    in the trace: its items, its class's methods and properties."""
 
     def __init__(self, items, cls: type, source=None):
         super().__init__(items, source)
@@ -349,9 +429,9 @@ class NamedTupleValue(TupleValue):
         from .objects import _MISSING, class_lookup
         from .wrap import wrap
 
-        if name in self.fields:
+        if self.fields is not None and name in self.fields:
             return self.item(self.fields.index(name))
-        if name == "_fields":
+        if name == "_fields" and self.fields is not None:
             return ConstantValue(self.fields)
         if name in ("_replace", "_asdict") and getattr(class_lookup(self.cls, name), "__code__", None) \
                 is _PROBE.__dict__[name].__code__:

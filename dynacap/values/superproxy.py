@@ -111,6 +111,10 @@ class SuperValue(Value):
 
             if hasattr(instances, "ObjectNewValue"):
                 return instances.ObjectNewValue()
+        if name == "__new__" and attr is tuple.__dict__["__new__"]:
+            from .subclasses import TupleNewValue
+
+            return TupleNewValue()  # ``super().__new__(cls, items)`` in a tuple subclass
         if name == "__getattribute__" and attr is _GENERIC_GETATTRIBUTE.get(klass) and not is_class:
             if isinstance(instance, ObjectValue):
                 # ``super().__getattribute__(k)`` in a class's own hook: the generic lookup.

@@ -36,7 +36,7 @@ from .module import ModuleValue
 from .namespaces import GlobalsValue, is_module_globals
 from .numpy_ns import is_numpy_object
 from .objects import ObjectValue, has_lookup_hooks
-from .subclasses import NamedTupleValue, namedtuple_fields
+from .subclasses import NamedTupleValue, TupleNewValue, namedtuple_fields, plain_tuple_class
 from .torch_ns import TorchValue, is_torch_object
 
 
@@ -95,7 +95,8 @@ def wrap(tx, obj, source: Source | None) -> Value:
         if source is not None:
             g.equals_match(source, obj)
         return ConstantValue(obj, source)
-    if issubclass(t, tuple) and t is not tuple and not issubclass(t, torch.Size) and namedtuple_fields(t) is not None:
+    if issubclass(t, tuple) and t is not tuple and not issubclass(t, torch.Size) \
+            and (namedtuple_fields(t) is not None or plain_tuple_class(t)):
         if source is None:
             return NamedTupleValue([wrap(tx, x, None) for x in obj], t)
         g.type_match(source, obj)
@@ -140,6 +141,11 @@ def wrap(tx, obj, source: Source | None) -> Value:
                            for k, v in obj.items()}, source, dict_type=t, default_factory=factory)
         tx.ctx.containers[id(obj)] = value
         return value
+    if obj is tuple.__new__:
+        # ``tuple.__new__(cls, items)`` (``namedtuple``'s ``_make``, a tuple subclass's ``__new__``).
+        if source is not None:
+            g.id_match(source, obj)
+        return TupleNewValue(source)
     if t in _LIBRARY_CALLABLE_TYPES and not is_torch_object(obj):
         rule = trace_rules.rule_for_object(obj, default_module=None)
         if rule is not None:
@@ -425,6 +431,11 @@ def wrap_constant_result(result, what: str) -> Value:
         return SetValue.of_constant(result)  # raises GraphBreak for unhashable or NaN members
     if isinstance(result, torch.Size):
         return SizeValue([ConstantValue(d) for d in result])
+    if is_enum_member(result):
+        # ``Perm.R | Perm.W``: a member (a Flag's combination is made once and kept by its class).
+        from .enums import EnumMemberValue
+
+        return EnumMemberValue(result)
     if type(result).__module__ == "numpy":
         from .numpy_ns import numpy_constant
 
