@@ -126,6 +126,15 @@ def test_recursion_limit_not_hit_by_long_loop_with_break(capsys):
 
 def nested_loops_print(x):
     for i in range(2):
+        for j in range(2):
+            x = x * 1.5 + j
+            print("cell", i, j)
+        x = x - i
+    return x
+
+
+def nested_loops_print_longer(x):
+    for i in range(2):
         for j in range(3):
             x = x * 1.5 + j
             print("cell", i, j)
@@ -154,9 +163,13 @@ LAYERS = LayersWithLogging()
     # A list may change after the break: the loop is not resumed inside, its rest runs eagerly
     # over the live list (tests/test_live_iterators.py).
     (bp.for_list_print, lambda: (bp.t(4), [1.0, 2.0, 0.5]), 1),
-    (nested_loops_print, lambda: (bp.t(4),), 7),
+    # Each outer iteration left runs the inner loop again: 1 + 1 * 2 = 3 iterations ahead at the first break.
+    (nested_loops_print, lambda: (bp.t(4),), 5),
+    # 2 + 1 * 3 = 5 iterations ahead, more than MAX_RESUMED_ITERATIONS: the rest of the frame runs eagerly
+    # (counting the loops' iterations left as a sum, 3, resumed it 6 levels deep).
+    (nested_loops_print_longer, lambda: (bp.t(4),), 1),
     (lambda x: LAYERS(x), lambda: (bp.t(2, 4),), 3),
-], ids=["range", "tuple", "list", "nested", "module_list"])
+], ids=["range", "tuple", "list", "nested", "nested_longer", "module_list"])
 def test_break_inside_unrolled_for_loop_resumes_each_iteration(fn, make_args, graphs):
     run_differential(fn, *make_args(), fresh_inputs=lambda: (make_args(), {}))
     out = explain_captured(fn, *make_args())

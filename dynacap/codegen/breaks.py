@@ -129,7 +129,14 @@ def loops_block_resume(frame: FrameAtBreak) -> str | None:
         return "inside a loop over a list, dict or set (changes to it after the break must reach the loop)"
     if len(iterators) < len(headers):
         return "inside a loop over an iterator that is not known at capture time"
-    remaining = sum(len(it.items) - it.position for it in iterators)
+    # Each iteration left of an outer loop runs the inner loop again, one call deeper per iteration:
+    # nested loops multiply (an inner loop counted as its current iteration and those left, which a
+    # resume function's iterator, holding only the items left, still knows).
+    remaining, body = 0, 1
+    for it in reversed(iterators):  # innermost first
+        left = len(it.items) - it.position
+        remaining += left * body
+        body *= left + 1
     if remaining > MAX_RESUMED_ITERATIONS:
         return f"inside a loop with {remaining} iterations left (more than {MAX_RESUMED_ITERATIONS})"
     return None
