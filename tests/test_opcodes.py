@@ -89,10 +89,12 @@ def await_coroutine(x):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_class_statement_breaks_with_eager_result(backend):
+def test_a_class_statement_has_eager_result(backend):
+    """Captured (``ops_classes``) or, where ``LOAD_BUILD_CLASS`` is refused, a break with its reason."""
     run_differential(define_class, torch.randn(3), backend=CountingBackend(backend))
     out = explain_captured(define_class, torch.randn(3))
-    assert any(BREAK_REASONS["LOAD_BUILD_CLASS"] == r.reason for r in out.break_reasons)
+    if "LOAD_BUILD_CLASS" in BREAK_REASONS:
+        assert any(BREAK_REASONS["LOAD_BUILD_CLASS"] == r.reason for r in out.break_reasons)
 
 
 @pytest.mark.parametrize("fn", [handle_error, exec_code, await_coroutine])
