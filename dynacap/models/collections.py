@@ -63,6 +63,14 @@ def _count(pair):
     return pair[1]
 
 
+def counter_elements(self):
+    """``Counter.elements``: each element repeated by its count, in insertion order (``chain.from_iterable(
+    starmap(repeat, self.items()))``: a count below one gives nothing)."""
+    for elem, count in self.items():
+        for _ in range(count):
+            yield elem
+
+
 def asdict(obj, *, dict_factory=dict):
     """``dataclasses.asdict``: the fields of a dataclass instance, recursively, as dicts (3.11's walk)."""
     import dataclasses
@@ -95,11 +103,16 @@ def _asdict_inner(obj, dict_factory):
 #: What this file models, read by ``trace_rules``: dotted name -> (model, why the model is faithful).
 MODELS = {
     "dataclasses.asdict": (asdict, "the same walk over the fields in Python"),
+    "collections.Counter.elements": (counter_elements, "the same items, the real one chains C iterators"),
 }
 
 #: Standard-library functions traced like user code although their files are skipped: pure Python whose
 #: only effect is their result (``dataclasses.fields`` in ``ModelOutput.__post_init__``).
 TRACED = {
+    **{f"collections.Counter.{name}": "pure Python over the counts" for name in (
+        "__add__", "__sub__", "__or__", "__and__", "__pos__", "__neg__", "__iadd__", "__isub__", "__ior__",
+        "__iand__", "_keep_positive", "subtract", "copy", "__delitem__", "__eq__", "__ne__", "__le__", "__lt__",
+        "__ge__", "__gt__")},
     "dataclasses.fields": "pure Python",
     "dataclasses._is_dataclass_instance": "pure Python",
     "dataclasses.replace": "pure Python: reads the fields, calls the class",
