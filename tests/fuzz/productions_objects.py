@@ -273,7 +273,7 @@ def namedtuple_object(w, scope, depth):
     lines.append(w.rng.choice([f"{u}, {m} = {q}", f"{u}, {m} = {q}.t, {q}.n"]))
     lines.append(f"{t} = {u} + {p}[0] * {m}")
     lines.append(f"{n} = " + w.rng.choice([f"len({p}) + {p}.n", f"len({p}._asdict()) + ({p}._fields == ('t', 'n'))",
-                                           f"isinstance({q}, tuple) + {q}.index({q}.n)", f"sum(x_.n for x_ in ({p}, {q}))",
+                                           f"isinstance({q}, tuple) + {q}.index({q}.n, 1)", f"sum(x_.n for x_ in ({p}, {q}))",
                                            f"({p} + {q})[-1]"]))
     lines += escape(w, scope, w.rng.choice([p, q]))
     scope.define(t, "tensor")

@@ -12,7 +12,8 @@ with format specs, ``%``, ``str.format``, ``join``, str methods) whose text
 is printed, logged or used as a key.  ``functools_wrappers`` (``wraps``, ``lru_cache``/``cache`` whose
 state lasts over the calls, ``cached_property``, ``cmp_to_key``), ``copy_calls`` (``copy``/``deepcopy``
 of arguments, objects and aliased lists) and ``itertools_lazy`` (``cycle``, ``tee``, ``groupby`` with a key,
-``takewhile``/``dropwhile`` whose predicates break) came in session 19.  Sorting keys never tie on tensors
+``takewhile``/``dropwhile`` whose predicates break) and ``operator_state`` (``iadd``/``setitem``/``methodcaller``
+changing lists and dicts, ``attrgetter`` of several names) came in session 19.  Sorting keys never tie on tensors
 (the order of equal keys is then CPython's stable order either way).
 Registered by importing this module (``productions`` does).
 """
@@ -462,4 +463,47 @@ def itertools_lazy(w, scope, depth):
             scope.define(t, "tensor")
         if line.startswith(f"{n} ="):
             scope.define(n, "num")
+    return lines
+
+
+@statement("operator_state", 1.5)
+def operator_state(w, scope, depth):
+    """``operator``'s functions that change or read state: ``iadd``/``setitem``/``delitem`` on lists and dicts
+    (the arguments' too), ``methodcaller`` of a mutating method, ``attrgetter`` of several and dotted names,
+    ``itemgetter`` of a slice; the changed container is read back."""
+    tensors = scope.of("tensor")
+    lists = [n for n in scope.of("list") if n not in scope.frozen]
+    if not tensors:
+        return None
+    define_imports(w)
+    t, n = w.fresh("t"), w.fresh("n")
+    base = w.rng.choice(tensors)
+    choice = w.rng.randrange(6)
+    if choice == 0 and lists:
+        lst, r = w.rng.choice(lists), w.fresh("lst")
+        lines = [f"{r} = operator.iadd({lst}, [{w.tensor(scope)}])", f"{n} = ({r} is {lst}) + len({lst})",
+                 f"{t} = {lst}[-1] * {n}"]
+    elif choice == 1 and "d" in scope.names and "d" not in scope.frozen:
+        lines = [f"operator.setitem(d, 'k2', {w.tensor(scope)})", f"{t} = operator.getitem(d, 'k2') + {base}",
+                 f"{n} = operator.contains(d, 'k2') + len(d)"]
+        if w.rng.random() < 0.5:
+            lines.append("operator.delitem(d, 'k2')")
+    elif choice == 2 and "obj" in scope.names:
+        lines = [f"{t}, {n} = operator.attrgetter('w', 'count')(obj)", f"{t} = {t} * {n} + {base}",
+                 f"{n} = {n} + operator.attrgetter('w.shape')(obj)[0]"]
+    elif choice == 3 and "xs" in scope.names:
+        lines = [f"{t} = sum(operator.itemgetter(slice(0, 2))(xs), {base} * 0)",
+                 f"{n} = len(operator.itemgetter(slice(1, None))(xs))"]
+    elif choice == 4 and lists:
+        lst = w.rng.choice(lists)
+        lines = [f"operator.methodcaller('append', {w.tensor(scope)})({lst})",
+                 f"{n} = len(operator.methodcaller('copy')({lst})) + len({lst})", f"{t} = {lst}[-1] + {base}"]
+    elif choice == 5 and "obj" in scope.names and "obj" not in scope.frozen:
+        lines = [f"operator.setitem(obj.log, slice(0, 0), [{w.num(scope, 1)}])",
+                 f"{n} = operator.getitem(obj.log, 0) + len(obj.log)", f"{t} = {base} * len(obj.log)"]
+    else:
+        lines = [f"{n} = operator.methodcaller('get', 'n', 0)(d) if isinstance(d, dict) else 0" if "d" in scope.names
+                 else f"{n} = operator.index(2)", f"{t} = operator.mul({base}, {n}) + operator.neg({w.tensor(scope)})"]
+    scope.define(t, "tensor")
+    scope.define(n, "num")
     return lines
