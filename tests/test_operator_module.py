@@ -121,6 +121,24 @@ def test_a_getter_that_leaves_the_graph_breaks():
     assert type(result) is operator.itemgetter and result([5, 6]) == 6
 
 
+SECOND = operator.itemgetter(1)
+FIRST_TWO = operator.itemgetter(0, 1)
+SHAPE_AND_DIM = operator.attrgetter("shape", "ndim")
+SCALED = operator.methodcaller("mul", 3)
+SUMMED = operator.methodcaller("sum", dim=0)
+
+
+def test_getters_from_the_frame_are_called_by_their_model():
+    """Objects made outside the graph (guarded by identity): their call is traced from their own arguments."""
+    def fn(x):
+        pairs = [(x, 2), (x * 2, 1)]
+        return sorted(pairs, key=SECOND)[0][0], FIRST_TWO("abc"), SHAPE_AND_DIM(x), SCALED(x), SUMMED(x)
+
+    out = run_differential(fn, torch.randn(3))
+    assert out.compiles_first == 1
+    dynacap.optimize(fn, backend=CountingBackend(), fullgraph=True)(torch.randn(3))
+
+
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 def test_backends(backend):
     def fn(x):

@@ -121,8 +121,6 @@ def singledispatch(func):
     """``functools.singledispatch``: the implementation of the first argument's class, found by walking its MRO
     through the registry.  Once an ABC is registered, dispatch is the real ``_find_impl`` (ABCs are not in the
     MRO; it is not traced: a break)."""
-    import types
-
     registry = {object: func}
     abstract = []
 

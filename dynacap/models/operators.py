@@ -8,6 +8,7 @@ made in the trace (one made there never leaves the graph: a break there is clean
 from __future__ import annotations
 
 import builtins
+import operator
 
 
 # -- comparisons and truth -------------------------------------------------------------------------------------------
@@ -331,4 +332,12 @@ MODELS = {
     "_operator.invert": (inv, "the same Python operation"),
     **{f"operator.{name}": (globals()[name], "a function made in the trace that does what its __call__ does")
        for name in ("itemgetter", "attrgetter", "methodcaller")},
+}
+
+#: C callables whose objects' call is modelled, read by ``values.functions`` for objects from the frame:
+#: class -> the model of its constructor, called with the object's ``__reduce__`` arguments.
+INSTANCE_CALLS = {
+    operator.itemgetter: itemgetter,
+    operator.attrgetter: attrgetter,
+    operator.methodcaller: methodcaller,
 }

@@ -9,7 +9,6 @@ symbolic container.
 from __future__ import annotations
 
 import functools
-import operator
 import sys
 import types
 from dataclasses import dataclass
@@ -17,7 +16,6 @@ from dataclasses import dataclass
 from ..errors import GraphBreak
 from .base import DELETED, Value, constant_args
 from .constant import ConstantValue
-from .containers import holds_mutable
 
 
 @dataclass
@@ -353,14 +351,6 @@ class ContainerMethodValue(MethodOfValue):
         raise GraphBreak(f"{self.describe()} is not supported")
 
 
-#: ``operator`` functions that are graph operations on tensors and symbolic sizes (what FX records for ``+``...).
-_TENSOR_OPERATORS = frozenset({
-    operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod, operator.pow,
-    operator.matmul, operator.neg, operator.pos, operator.abs, operator.and_, operator.or_, operator.xor,
-    operator.invert, operator.lt, operator.le, operator.eq, operator.ne, operator.gt, operator.ge,
-})
-
-
 class PythonModuleValue(Value):
     """A non-torch Python module (``math``, ``operator``, a user module)."""
 
@@ -404,11 +394,10 @@ class OpaqueCallableValue(Value):
             from .exceptions import handled_exception
 
             return handled_exception(tx, self.fn, args, kwargs)
-        if self.fn in _TENSOR_OPERATORS and any(a.kind() in ("tensor", "symbolic number") for a in args):
-            # ``functools.reduce(operator.mul, ...)`` over tensors or sizes: the operator is the graph op.
-            return tx.graph.call("call_function", self.fn, args, kwargs, f"operator.{self.fn.__name__}")
-        if _is_pure(self.fn) and not (_may_return_or_change_argument(self.fn)
-                                      and any(holds_mutable(a) for a in [*args, *kwargs.values()])):
+        instance_call = _modelled_instance_call(tx, self.fn)
+        if instance_call is not None:
+            return instance_call.call(tx, args, kwargs)
+        if _is_pure(self.fn):
             const = constant_args(args, kwargs)
             if const is not None:
                 from .wrap import wrap_constant_result
@@ -420,10 +409,23 @@ class OpaqueCallableValue(Value):
         )
 
 
-def _may_return_or_change_argument(fn) -> bool:
-    """``operator`` functions may change a container argument (``iadd``, ``setitem``) or return part of it
-    (``getitem``): evaluated on a copy, the change or the identity would be lost.  ``math``'s give numbers."""
-    return getattr(fn, "__module__", None) in ("_operator", "operator")
+def _modelled_instance_call(tx, obj) -> Value | None:
+    """An object of a C callable class whose call is modelled (``operator.itemgetter(1)`` from the frame): the
+    model of its constructor, called with the object's own ``__reduce__`` arguments (it is guarded by identity,
+    so they are fixed), gives the function its call is traced as.  None for other objects."""
+    from ..models.operators import INSTANCE_CALLS
+
+    constructor = INSTANCE_CALLS.get(type(obj))
+    if constructor is None:
+        return None
+    from .wrap import wrap
+
+    factory, args = obj.__reduce__()
+    kwargs = {}
+    if type(factory) is functools.partial:  # ``methodcaller(name, **kwargs)`` reduces to a partial
+        args, kwargs = factory.args + args, factory.keywords
+    return wrap(tx, constructor, None).call(tx, [wrap(tx, a, None) for a in args],
+                                            {k: wrap(tx, v, None) for k, v in kwargs.items()})
 
 
 def _is_pure(fn) -> bool:
