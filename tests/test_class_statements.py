@@ -366,3 +366,79 @@ def test_type_with_three_arguments_makes_a_new_class_per_call():
     for got in (first, second):
         assert torch.equal(got[0], eager[0]) and got[1:5] == eager[1:5]
     assert first[5] is not second[5] and first[5].extra == [1, 2]
+
+
+# -- class factories: collections.namedtuple and @dataclass on a class made here ----------------------------
+def _modelled(name):
+    from dynacap import trace_rules
+
+    rule = trace_rules.lookup(name)
+    return rule is not None and rule.rule is trace_rules.Rule.MODEL
+
+
+def namedtuple_made_here(x):
+    import collections
+
+    P = collections.namedtuple("P", "a b", defaults=[5])
+    p = P(x, 2)._replace(b=4)
+    return p.a * p.b + P(1).b, P._fields, P(1, 2) == (1, 2), type(p).__module__
+
+
+def dataclass_made_here(x, log):
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Local:
+        t: torch.Tensor
+        k: int = 3
+
+        def __post_init__(self):
+            log.append(self.k)
+
+    a, b = Local(x), Local(x, 2)
+    return a.t * a.k + b.k, a == Local(x), Local.k, dataclasses.is_dataclass(a)
+
+
+@pytest.mark.parametrize("fn, args", [(namedtuple_made_here, ()), (dataclass_made_here, ([],))],
+                         ids=["namedtuple", "dataclass"])
+def test_class_factories_on_classes_made_here(fn, args):
+    if not _modelled("collections.namedtuple" if fn is namedtuple_made_here else "dataclasses.dataclass"):
+        pytest.skip("the factory's model is not in trace_rules yet (requests-creation R10)")
+    d = run_differential(fn, torch.randn(3), *args)
+    assert d.compiles_first == 1
+
+
+def returns_factory_classes(x):
+    import collections
+    import dataclasses
+
+    P = collections.namedtuple("P", "a b")
+
+    @dataclasses.dataclass
+    class D:
+        k: int = 1
+
+    return x + 1, P, P(1, 2), D, D()
+
+
+def test_classes_from_factories_escaping_are_new_on_each_call():
+    """Made again at run time, or a break: never the trace's class shared by the calls."""
+    compiled = dynacap.optimize(returns_factory_classes, backend=CountingBackend())
+    first, second = compiled(torch.ones(2)), compiled(torch.ones(2))
+    assert first[1] is not second[1] and first[3] is not second[3]
+    assert type(first[2]) is first[1] and first[2] == (1, 2) and type(first[4]) is first[3]
+    assert first[1].__module__ == __name__ and first[4] == first[3]()
+
+
+def dataclass_of_a_frame_class(x, cls):
+    import dataclasses
+
+    return x + 1, dataclasses.is_dataclass(dataclasses.dataclass(cls))
+
+
+def test_dataclass_on_a_class_from_the_frame_breaks():
+    class Plain:
+        a: int = 1
+
+    d = run_differential(dataclass_of_a_frame_class, torch.randn(3), Plain, check_cache=False)
+    assert d.captured[0].result[1] is True

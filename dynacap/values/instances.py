@@ -136,12 +136,12 @@ def instantiate(tx, cls_value: Value, args: list[Value], kwargs: dict[str, Value
     """``cls(*args, **kwargs)`` for a plain user class: a new object, its ``__init__`` inlined."""
     from .subclasses import make_namedtuple, namedtuple_fields
 
-    from .classes import MadeClassValue, make_descriptor
+    from .classes import MadeClassValue, class_factory
 
     cls = cls_value.as_constant()
-    descriptor = make_descriptor(cls, args, kwargs)
-    if descriptor is not None:
-        return descriptor
+    made_here = class_factory(tx, cls, args, kwargs)
+    if made_here is not None:
+        return made_here
     if namedtuple_fields(cls) is not None:
         return make_namedtuple(tx, cls_value, args, kwargs)
     if issubclass(type(cls), enum.EnumMeta) and len(args) == 1 and not kwargs \
