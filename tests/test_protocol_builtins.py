@@ -594,3 +594,70 @@ def test_flag_enum_operators_give_members():
 
     assert_fully_captured(f, torch.randn(4))
     run_differential(f, torch.randn(4))
+
+
+# -- class attributes assigned by the trace ---------------------------------------------------------
+class Registry:
+    created = 0
+    scale = 1.0
+
+    def __init__(self):
+        type(self).created += 1
+        self.n = 0
+
+    def bump(self, t):
+        self.n += 1
+        return t * self.scale + self.n
+
+
+class SubRegistry(Registry):
+    pass
+
+
+def test_class_attribute_store_is_replayed_and_seen_by_later_reads():
+    def f(x):
+        r = SubRegistry()
+        Registry.scale = 2.0  # seen through the instance and the subclass
+        a = r.bump(x)
+        Registry.method = lambda self, t: t - self.n  # a function: bound when read through an instance
+        return a + r.method(x), Registry.created, SubRegistry.scale
+
+    def state():
+        return Registry.created, Registry.scale, "created" in SubRegistry.__dict__
+
+    for call in range(3):
+        Registry.created, Registry.scale = 0, 1.0
+        Registry.__dict__.get("method") and delattr(Registry, "method")
+        if "created" in SubRegistry.__dict__:
+            del SubRegistry.created
+        x = torch.randn(4)
+        expected = f(x)
+        expected_state = state()
+        Registry.created, Registry.scale = 0, 1.0
+        delattr(Registry, "method")
+        if "created" in SubRegistry.__dict__:
+            del SubRegistry.created
+        backend = CountingBackend()
+        got = dynacap.optimize(f, backend=backend, fullgraph=True)(x)
+        torch.testing.assert_close(got[0], expected[0])
+        assert got[1:] == expected[1:] and state() == expected_state  # `type(self).created += 1` wrote SubRegistry
+        assert backend.compiles == 1
+    Registry.created, Registry.scale = 0, 1.0
+    delattr(Registry, "method")
+
+
+def test_special_method_assigned_on_a_class_still_breaks():
+    class Box:
+        pass
+
+    def f(x):
+        Box.__len__ = lambda self: 3
+        return x + len(Box())
+
+    try:
+        out = dynacap.explain(f)(torch.randn(4))
+        assert out.graph_break_count >= 1
+        assert "special attribute" in str(out.break_reasons[0].reason)
+    finally:
+        if "__len__" in Box.__dict__:
+            del Box.__len__

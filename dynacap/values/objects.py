@@ -444,6 +444,7 @@ def readable(source: Source) -> str:
 
 def generic_getattr(tx, value: ObjectValue, name: str) -> Value:
     """``object.__getattribute__(obj, name)`` traced: no hook of the class runs."""
+    from .class_state import written_class_attribute
     from .functions import BoundMethodValue, UserFunctionValue
     from .wrap import wrap
 
@@ -453,6 +454,9 @@ def generic_getattr(tx, value: ObjectValue, name: str) -> Value:
     deleted = override is DELETED  # deleted by the trace: absent from the instance, with no guard
     if override is not None and not deleted:
         return override
+    written = written_class_attribute(tx, cls, name)
+    if written is not None:
+        return _written_class_attribute(tx, value, name, written, deleted)
     cls_attr = class_lookup(cls, name)
     if cls_attr is not _MISSING and _is_data_descriptor(cls_attr):
         if deleted:
@@ -486,6 +490,24 @@ def generic_getattr(tx, value: ObjectValue, name: str) -> Value:
     if getter is not _MISSING:
         raise GraphBreak(f"attribute `{name}` of {value.describe()} is a {type(cls_attr).__name__} descriptor")
     return wrap(tx, cls_attr, attribute_source(value, obj, name))
+
+
+def _written_class_attribute(tx, value: ObjectValue, name: str, written: Value, deleted: bool) -> Value:
+    """``obj.<name>`` where the trace assigned ``name`` on its class (``Cls.name = v``): the instance's own
+    entry first (the value assigned is no data descriptor), then the value, a function bound to ``obj``."""
+    from .functions import BoundMethodValue, UserFunctionValue
+    from .wrap import wrap
+
+    if written is DELETED or isinstance(written, ObjectValue) and class_lookup(type(written.obj), "__get__") \
+            is not _MISSING:
+        raise GraphBreak(f"attribute `{name}` of {value.describe()}: the captured code changed it on the class "
+                         f"to {written.describe()}")
+    d = instance_dict(value.obj)
+    if d is not None and name in d and not deleted:
+        return wrap(tx, d[name], attribute_source(value, value.obj, name))
+    if isinstance(written, UserFunctionValue):
+        return BoundMethodValue(written, value)
+    return written
 
 
 def _data_descriptor(tx, value: ObjectValue, name: str, attr) -> Value:

@@ -25,6 +25,7 @@ from .. import config, trace_rules
 from ..errors import GraphBreak, is_generated
 from ..source import AttrSource, ItemSource, LocalSource, Source
 from .base import Value
+from .class_state import ClassValue
 from .builtins import TYPE_PREDICATES, BuiltinValue, SignatureValue, TypePredicateValue
 from .constant import ConstantValue, is_literal
 from .containers import DictValue, FrameItems, ListValue, SizeValue, TupleValue
@@ -413,7 +414,7 @@ def _object_value(tx, obj, source) -> Value:
             "zip", "reversed", "set", "frozenset", "object", "super", "map", "filter"):
         return BuiltinValue(obj, source)
     if issubclass(t, type):
-        return ConstantValue(obj, source)
+        return ClassValue(obj, source)  # a constant whose attributes the trace may assign (``class_state``)
     if issubclass(t, types.ModuleType):
         return PythonModuleValue(obj, source)
     if issubclass(t, (types.BuiltinFunctionType, types.MethodWrapperType, types.WrapperDescriptorType)):
