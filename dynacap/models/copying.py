@@ -246,7 +246,12 @@ def _rebuilt_object(x, memo):
     state = x.__dict__
     if state:
         if memo is not None:
-            state = deepcopy(state, memo)
+            # ``deepcopy(state, memo)``, except that the state dict itself is not memoized: nothing else
+            # holds an object's ``__dict__`` (and its identity is not one a trace can compare).
+            copied = {}
+            for key, value in state.items():
+                copied[deepcopy(key, memo)] = deepcopy(value, memo)
+            state = copied
         y.__dict__.update(state)
     return y
 

@@ -180,3 +180,21 @@ def one_value_per_object(value: Value) -> bool:
     from .sets import SetValue
 
     return type(value) in (ListValue, DictValue, DequeValue, SetValue)
+
+
+def known_distinct(a: Value, b: Value) -> bool:
+    """Whether two different values are known to be two runtime objects (``a is b`` is False): two containers
+    of ``one_value_per_object``, or an instance ``__dict__`` and a container that cannot be it (the
+    ``__dict__`` of an object made in the trace is new; a dict made in the trace is not a frame object's)."""
+    from .instance_dicts import InstanceDictValue, NewInstanceDictValue
+
+    if a is b:
+        return False
+    if one_value_per_object(a) and one_value_per_object(b):
+        return True
+    for x, y in ((a, b), (b, a)):
+        if isinstance(x, NewInstanceDictValue) and (one_value_per_object(y) or isinstance(y, InstanceDictValue)):
+            return True
+        if isinstance(x, InstanceDictValue) and one_value_per_object(y) and y.source is None:
+            return True
+    return False
