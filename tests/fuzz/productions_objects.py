@@ -10,7 +10,7 @@ a dataclass ``Pt`` and a frozen one ``Key`` (hashable: a dict key, a set
 member), a namedtuple ``Pair``, ``Dims(tuple)`` and ``Out(dict)`` (the
 ``ModelOutput`` pattern: items read as attributes), ``Slotted``
 (``__slots__``); ``local_class`` writes ``class`` statements inside the function (methods reading its
-locals, a subclass calling ``super()``).  Objects are made in the function, changed, read back into
+locals, a subclass calling ``super()``, a class made by ``type()``), ``local_dataclass`` a dataclass there.  Objects are made in the function, changed, read back into
 tensors and numbers, and some escape (``G_LAST``, ``obj.log``, the result)
 so that their state is compared after the call (``runner.snapshot``).
 Registered by importing this module (``productions`` does).
@@ -332,6 +332,30 @@ def slots_object(w, scope, depth):
     return lines
 
 
+@statement("local_dataclass", 1)
+def local_dataclass(w, scope, depth):
+    """A dataclass defined inside the function: made, changed by a method, compared, its fields read."""
+    tensors = scope.of("tensor")
+    if not tensors:
+        return None
+    define(w, "pt")
+    c, o, t, n = w.fresh("LocD"), w.fresh("lo"), w.fresh("t"), w.fresh("n")
+    frozen = w.rng.random() < 0.3
+    lines = [f"@dataclasses.dataclass{'(frozen=True)' if frozen else ''}", f"class {c}:", "    t: torch.Tensor",
+             "    n: int = 1", "", "    def total(self):", "        return self.t * self.n"]
+    lines.append(f"{o} = {c}({w.tensor(scope)}, {w.rng.choice(['2', 'n=3'])})")
+    if frozen:
+        lines += [f"{o} = dataclasses.replace({o}, n={o}.n + 1)"]
+    else:
+        lines += [f"{o}.n += {w.rng.choice(['1', '2'])}", f"{o}.t = {o}.t + {w.rng.choice(tensors)}"]
+    lines.append(f"{t} = {o}.total() + {o}.t")
+    lines.append(f"{n} = len(dataclasses.fields({o})) + ({o} == {c}({o}.t, {o}.n)) + len(dataclasses.asdict({o}))")
+    lines += escape(w, scope, o)
+    scope.define(t, "tensor")
+    scope.define(n, "num")
+    return lines
+
+
 @statement("local_class", 2)
 def local_class(w, scope, depth):
     """A ``class`` statement inside the function: methods reading the function's locals (cells), a
@@ -361,6 +385,9 @@ def local_class(w, scope, depth):
         lines += [f"class {cls}({c}):", "    unit = 3", "",
                   "    def step(self, v):", "        super().step(v * 2)", "        self.tag = type(self).__name__",
                   "        return self"]
+    if w.rng.random() < 0.2:  # a class made by calling type()
+        cls = w.fresh("Dyn")
+        lines.append(f"{cls} = type({cls!r}, ({c},), {{'unit': {w.rng.choice(['3', '5'])}, 'tag': 'dyn'}})")
     lines.append(f"{o} = {cls}({w.tensor(scope)}, {w.rng.choice(['0', '1', '2'])})")
     for _ in range(w.rng.randint(1, 3)):
         lines.append(w.rng.choice([f"{o}.step({w.tensor(scope)})", f"{o}.step({w.num(scope, 1)}).step({seen})",
