@@ -51,7 +51,7 @@ def group_split_between_clauses(x):
     try:
         raise ExceptionGroup("g", [ValueError("a"), KeyError("b")])
     except* ValueError as eg:
-        caught.append((len(eg.exceptions), str(eg)))
+        caught.append((len(eg.exceptions), str(eg), eg.__suppress_context__, eg.__cause__))
     except* KeyError:
         caught.append("key")
     return x + 1, caught

@@ -399,7 +399,8 @@ class ExceptionGroupValue(ExceptionValue):
     def derive(self, exceptions: list[ExceptionValue]) -> "ExceptionGroupValue":
         """``self.derive(excs)`` with the metadata ``split`` copies (cause, context, traceback, notes)."""
         derived = group_of(self.message, exceptions)
-        derived.cause, derived.context, derived.suppress_context = self.cause, self.context, self.suppress_context
+        # PyException_SetCause, as CPython's exceptiongroup_subset calls it, sets __suppress_context__.
+        derived.cause, derived.context, derived.suppress_context = self.cause, self.context, True
         derived.traceback = self.traceback
         if "__notes__" in self.attributes:
             derived.attributes["__notes__"] = self.attributes["__notes__"]
