@@ -1510,9 +1510,6 @@ KNOWN_BREAKS: Dict[str, str] = {
     "requires_grad_on_new":
         '`tensor.requires_grad_()` makes a tensor require grad, which a graph cannot do for its backends;'
         ' it runs eagerly between two graphs',
-    "checkpoint_sequential_segments":
-        '`torch.utils.checkpoint.checkpoint_sequential` activation checkpointing runs eagerly (its '
-        'recomputation is autograd state)',
     "packed_lstm":
         '`torch._pack_padded_sequence` produces a value that depends on tensor data '
         '(DynamicOutputShapeException); it cannot be captured in a static graph '
@@ -1520,10 +1517,6 @@ KNOWN_BREAKS: Dict[str, str] = {
     "warn_flag_on":
         'call to `_warnings.warn`, a function dynacap cannot look inside; it runs eagerly (wrap it with '
         'dynacap.disable, or use a torch operation instead)',
-    "spectral_norm_train":
-        'an operation that changes an input, parameter or buffer (in place, or a running-stat update) '
-        'after a Python side effect: the graph is split there so that side effects keep program order if '
-        'it raises',
     "compiler_disabled_helper":
         '`test_module_programs.log_stats` is disabled by the user (torch.compiler.disable)',
 }
@@ -1649,3 +1642,51 @@ def test_program_order_an_operation_that_may_raise_still_splits():
     # When it raises, eager has changed x and set holder.cached: so has the captured run.
     bad = lambda: _inputs(torch.tensor([7]))  # noqa: E731
     run_differential(_step_cache_gather, *bad()[0], fresh_inputs=bad)
+
+
+# -- Python attributes on tensors -----------------------------------------------------------------------------
+
+def _tag_made_tensor(x):
+    y = x * 2
+    y.scale = x.sum()  # a tensor attribute holding a tensor of the same graph
+    y.tag = "scaled"
+    return y + 1, y, y.tag, y.scale * 3
+
+
+def _tag_input(x):
+    x.seen = True
+    return x * 2, x.seen
+
+
+def _shadow_a_method(x):
+    y = x * 2
+    y.add = 1  # a method's name: eager stores it in the instance dict; dynacap does not model that
+    return y, y.add
+
+
+def test_python_attribute_on_a_tensor_made_in_the_graph_is_set_on_its_output():
+    from differential import explain_captured, run_differential
+
+    diff = run_differential(_tag_made_tensor, rand(3))
+    assert diff.compiles_first == 1
+    _, y, tag, _ = diff.captured[1].result
+    assert (tag, y.tag) == ("scaled", "scaled")
+    torch.testing.assert_close(y.scale, diff.eager.result[1].scale)
+    out = explain_captured(_tag_made_tensor, rand(3))
+    assert (out.graph_count, out.graph_break_count) == (1, 0), str(out)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_python_attribute_on_an_input_tensor_is_visible_after_the_call(backend):
+    x = rand(3)
+    counting = CountingBackend(backend)
+    out, seen = dynacap.optimize(_tag_input, backend=counting, fullgraph=True)(x)
+    assert seen is True and x.seen is True and counting.compiles == 1
+    torch.testing.assert_close(out, x * 2)
+
+
+def test_python_attribute_named_like_a_tensor_method_still_breaks():
+    from differential import explain_captured
+
+    out = explain_captured(_shadow_a_method, rand(3))
+    assert out.graph_break_count == 1 and "`.add`" in out.break_reasons[0].reason, str(out)

@@ -47,6 +47,15 @@ _DATA_DEPENDENT = {
 }
 
 
+def python_attribute(cls: type, name: str) -> bool:
+    """Whether ``t.name = v`` on a tensor of class ``cls`` only stores ``v`` in the tensor's ``__dict__``:
+    the class's ``__setattr__`` is ``object``'s and no class in its MRO defines ``name`` (a property,
+    method or slot of ``torch.Tensor`` or of a subclass would run code or refuse)."""
+    if name.startswith("__") or getattr(cls, "__setattr__", None) is not object.__setattr__:
+        return False
+    return not any(name in vars(k) for k in type.__dict__["__mro__"].__get__(cls))
+
+
 class TensorValue(Value):
     def __init__(self, node, fake: torch.Tensor, source=None, real_type: type = torch.Tensor):
         self.node = node
@@ -93,6 +102,9 @@ class TensorValue(Value):
     def getattr(self, tx, name: str) -> Value:
         if name == "shape":
             return self.sizes(tx)
+        stored = tx.attribute_override(self, name)
+        if stored is not None:
+            return stored  # a Python attribute this trace assigned (``python_attribute``)
         if name in _META_ATTRS:
             return ConstantValue(getattr(self.fake, name))
         if name in _TENSOR_ATTRS:
@@ -121,6 +133,11 @@ class TensorValue(Value):
             return
         if name == "data":
             self.assign_data(tx, value)
+            return
+        if python_attribute(self.real_type, name):
+            # Stored in the tensor's instance dict, nothing else: replayed on the real tensor (the graph's
+            # output, or the frame's tensor) after the graph; reads later in the trace see the value.
+            tx.record_tensor_setattr(self, name, value)
             return
         super().setattr(tx, name, value)
 
