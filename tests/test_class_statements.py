@@ -442,3 +442,30 @@ def test_dataclass_on_a_class_from_the_frame_breaks():
 
     d = run_differential(dataclass_of_a_frame_class, torch.randn(3), Plain, check_cache=False)
     assert d.captured[0].result[1] is True
+
+
+class Named:
+    """A descriptor from the frame: the ``class`` statement calls its ``__set_name__`` on every call."""
+
+    def __init__(self):
+        self.seen = []
+
+    def __set_name__(self, owner, name):
+        self.seen = self.seen + [name]
+
+
+FRAME_FIELD = Named()
+
+
+def frame_descriptor_in_body(x):
+    class K:
+        width = FRAME_FIELD
+
+    return x + len(FRAME_FIELD.seen)
+
+
+def test_set_name_of_a_frame_object_runs_on_every_call():
+    FRAME_FIELD.seen = []
+    compiled = dynacap.optimize(frame_descriptor_in_body, backend=CountingBackend())
+    results = [compiled(torch.zeros(1)).item() for _ in range(3)]
+    assert results == [1.0, 2.0, 3.0] and FRAME_FIELD.seen == ["width"] * 3

@@ -342,6 +342,13 @@ class MadeClassValue(ConstantValue):
         cg.append("CALL", 3)
 
 
+def _type_of(value: Value) -> type:
+    try:
+        return value.python_type()
+    except GraphBreak:
+        return object  # a kind whose type is not known: no ``__set_name__`` of its own to call
+
+
 def _has(cls: type, name: str) -> bool:
     return any(name in own_dict(k) for k in mro(cls))
 
@@ -560,10 +567,15 @@ def _fill_class_cells(template: type, namespace: dict[str, Value]) -> None:
 
 def _after_creation(tx, value: MadeClassValue, kwargs: dict[str, Value]) -> None:
     """``__set_name__`` of each attribute (namespace order), then the first base's ``__init_subclass__``."""
+    from .objects import ObjectValue
+
     for name, attr in list(value.namespace.items()):
-        if isinstance(attr, NewObjectValue) and _has(type(attr.obj), "__set_name__"):
+        if isinstance(attr, ObjectValue) and _has(type(attr.obj), "__set_name__"):
             attr.call_special(tx, "__set_name__", [value, ConstantValue(name)], "__set_name__")
             value.not_rebuilt = f"making it again would call {name}.__set_name__ again"
+        elif not isinstance(attr, (ConstantValue, PropertyValue)) and _has(_type_of(attr), "__set_name__"):
+            raise GraphBreak(f"class {value.value.__name__}: the __set_name__ of its attribute {name} "
+                             f"({attr.describe()}) is not captured")
     for klass in mro(value.value)[1:]:
         made = value.made.get(id(klass))
         if made is not None and "__init_subclass__" in made.namespace:
