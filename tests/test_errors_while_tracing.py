@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import sys
+import types
 
 import pytest
 import torch
@@ -551,8 +552,19 @@ def user_getattr_error_caught_with_its_args(x):
     return x
 
 
+NAMESPACE = types.SimpleNamespace(a=1)
+
+
+def missing_attribute_of_a_c_type_names_its_module(x):
+    try:
+        v = NAMESPACE.b
+    except AttributeError as e:
+        return x + 1, str(e)
+    return x * v
+
+
 @needs_attribute_missing
-@pytest.mark.parametrize("fn", [hasattr_through_getattr_hook, property_error_falls_back_to_getattr,
+@pytest.mark.parametrize("fn", [hasattr_through_getattr_hook, missing_attribute_of_a_c_type_names_its_module, property_error_falls_back_to_getattr,
                                 missing_attribute_of_an_object_caught, user_getattr_error_caught_with_its_args],
                          ids=lambda f: f.__name__)
 def test_attribute_errors_in_one_graph(fn):

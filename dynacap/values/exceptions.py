@@ -513,7 +513,15 @@ def missing_attribute_message(obj, name: str) -> str:
         return f"type object '{type.__dict__['__name__'].__get__(obj)}' has no attribute '{name}'"
     if type(obj) is types.ModuleType and type(obj.__dict__.get("__name__")) is str:
         return f"module '{obj.__dict__['__name__']}' has no attribute '{name}'"
-    return f"'{type(obj).__name__:.100}' object has no attribute '{name}'"
+    return f"'{tp_name(type(obj)):.100}' object has no attribute '{name}'"
+
+
+def tp_name(cls: type) -> str:
+    """The class's C ``tp_name`` (what CPython's messages print): a static type's names its module."""
+    heap = cls.__flags__ & (1 << 9)  # Py_TPFLAGS_HEAPTYPE
+    module = type.__dict__["__module__"].__get__(cls)
+    name = type.__dict__["__name__"].__get__(cls)
+    return name if heap or module == "builtins" else f"{module}.{name}"
 
 
 def raising(exception: ExceptionValue, reason: str | None = None, reraise: bool = False) -> PythonError:
