@@ -661,3 +661,19 @@ def test_special_method_assigned_on_a_class_still_breaks():
     finally:
         if "__len__" in Box.__dict__:
             del Box.__len__
+
+
+def test_bound_methods_compare_by_function_and_self():
+    class Meters:
+        def __init__(self, v):
+            self.v = v
+
+        def scale(self, t):
+            return t * self.v
+
+    def f(x):
+        m, n = Meters(3), Meters(3)
+        return x + (m.scale == m.scale) + (m.scale == n.scale) * 2 + (m.scale != n.scale) * 4
+
+    assert_fully_captured(f, torch.randn(4))
+    run_differential(f, torch.randn(4))

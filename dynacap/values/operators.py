@@ -22,6 +22,7 @@ from .keyed_dicts import KeyedDictValue
 from .module import ModuleValue
 from .numpy_ns import is_numpy_array, numpy_operator
 from .enums import EnumMemberValue
+from .functions import BoundMethodValue
 from .instance_dicts import NewInstanceDictValue
 from .namespaces import GlobalsValue
 from .protocols import IdValue
@@ -120,6 +121,12 @@ def compare_op(tx, symbol: str, a: Value, b: Value) -> Value:
         return ConstantValue(fn(a.as_constant(), b.as_constant()))
     if symbol in _ORDERING and (_object_class(a) is not None or _object_class(b) is not None):
         return _user_dispatch(tx, f"`{symbol}`", a, b, *_ORDERING[symbol])
+    if symbol in ("==", "!=") and isinstance(a, BoundMethodValue) and isinstance(b, BoundMethodValue):
+        # ``method_richcompare``: the same function bound to the same object (``im_self`` by identity).
+        same = [identical(a.function, b.function), identical(a.self_value, b.self_value)]
+        if None in same:
+            raise GraphBreak(f"comparing {a.describe()} {symbol} {b.describe()} cannot be decided while capturing")
+        return ConstantValue(all(same) if symbol == "==" else not all(same))
     if symbol in ("==", "!=") and (isinstance(a, IdValue) or isinstance(b, IdValue)):
         same = (a if isinstance(a, IdValue) else b).equals(tx, b if isinstance(a, IdValue) else a)
         return ConstantValue(same if symbol == "==" else not same)

@@ -309,3 +309,51 @@ def held(tx, value: Value) -> bool:
             return True
         t = t.parent
     return False
+
+
+class TracedKey:
+    """A user object as a key of a dict or member of a set of the trace: hashed once by its class's
+    ``__hash__`` (traced, as CPython hashes a key when it is stored or looked up), compared by the traced
+    ``==`` when the real dict or set compares it (stored key on the left, as ``dict`` does), so a real
+    ``dict``/``set`` of such keys probes, orders and matches them exactly as eager's."""
+
+    __slots__ = ("value", "hash", "ctx")
+
+    def __init__(self, tx, value: Value):
+        self.value = value
+        self.ctx = tx.ctx
+        self.hash = run_protocol(tx, value, hash, "hashing a key")
+
+    def __hash__(self):
+        return self.hash
+
+    def __eq__(self, other):
+        from .operators import compare_op
+
+        tx = self.ctx.running
+        right = other.value if type(other) is TracedKey else ConstantValue(other)
+        return compare_op(tx, "==", self.value, right).truth(tx)
+
+    def __repr__(self):
+        return f"<key {self.value.describe()}>"
+
+
+def hashed_key(tx, value: Value):
+    """What a dict or set of the trace holds for the key ``value``: a constant itself, a user object whose
+    class has its own Python ``__hash__`` a ``TracedKey``; None for anything else (unknown hash)."""
+    if value.is_constant():
+        return value.as_constant()
+    cls = user_class(value)
+    if cls is None or type(class_lookup(cls, "__hash__")) is not types.FunctionType:
+        if cls is not None and class_lookup(cls, "__hash__") is None:
+            from .exceptions import python_error
+
+            raise python_error(TypeError, f"unhashable type: '{cls.__name__}'",
+                               reason=f"{value.describe()} is unhashable (TypeError at run time)")
+        return None
+    return TracedKey(tx, value)
+
+
+def key_value(key) -> Value:
+    """The value a dict or set key of the trace stands for (``hashed_key``'s inverse)."""
+    return key.value if type(key) is TracedKey else ConstantValue(key)
