@@ -319,6 +319,72 @@ def list_of_a_generator_that_raises(x):
     return x
 
 
+def throw_past_the_last_yield(x):
+    def gen():
+        yield 1
+
+    g = gen()
+    next(g)
+    try:
+        g.throw(KeyError)
+    except KeyError as e:
+        return x + 1, e.args, list(g)
+    return x
+
+
+def throw_caught_by_the_generator_which_returns(x):
+    def gen():
+        try:
+            yield 1
+        except ValueError as e:
+            return str(e)
+
+    g = gen()
+    next(g)
+    try:
+        g.throw(ValueError("w"))
+    except StopIteration as e:
+        return x + 1, e.value
+    return x
+
+
+def throw_into_a_generator_not_started(x):
+    def gen():
+        yield 1
+
+    g = gen()
+    try:
+        g.throw(ValueError("not started"))
+    except ValueError as e:
+        return x + 1, str(e), list(g)
+    return x
+
+
+def throw_runs_the_finally(x):
+    log = []
+
+    def gen():
+        try:
+            yield 1
+        finally:
+            log.append("f")
+
+    g = gen()
+    next(g)
+    try:
+        g.throw(ValueError("x"))
+    except ValueError:
+        pass
+    return x + 1, log
+
+
+@pytest.mark.parametrize("fn", [throw_past_the_last_yield, throw_caught_by_the_generator_which_returns,
+                                throw_into_a_generator_not_started, throw_runs_the_finally],
+                         ids=lambda f: f.__name__)
+def test_generator_throw_in_one_graph(fn):
+    captured_in_one_graph(fn, torch.randn(3))
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("fn", [generator_send_accumulates, send_to_a_just_started_generator,
                                 send_past_the_end_gives_the_return_value, close_runs_the_finally,

@@ -131,7 +131,7 @@ class GeneratorValue(PullIterator):
         return items
 
     def getattr(self, tx, name):
-        if name in ("send", "close", "__next__"):
+        if name in ("send", "close", "throw", "__next__"):
             return GeneratorMethod(self, name)
         return super().getattr(tx, name)
 
@@ -202,24 +202,27 @@ class GeneratorValue(PullIterator):
             raise python_error(RuntimeError, "generator ignored GeneratorExit")
         return ConstantValue(None)
 
-    def throw(self, tx, exception) -> Value | None:
+    def throw(self, tx, exception, exact: bool = False) -> Value | None:
         """``gen.throw(e)`` at the ``yield`` it is suspended at: its handler runs to the next item or its end.
 
         The next item, or None once it returned; what leaves its frame is raised (a ``PythonError``).
+        ``exact``: the caller sees what leaves as CPython's does (``g.throw()`` in the code; else the
+        generator must be a ``with`` block's, ``contextlib.contextmanager``).
         """
-        from .exceptions import PythonError
+        from .exceptions import raising
 
         frame = self.tracer
-        if self.broken or self.running or not frame.managed:
+        if self.broken or self.running or not (frame.managed or exact):
             raise GraphBreak(f"throwing an exception into {self.describe()} is not captured")
-        if self.done or not frame.catch(PythonError(exception, reraise=True), frame.checkpoint()):
+        # Not started, it is thrown in before the first instruction: no handler there.
+        if self.done or not frame.yielded or not frame.catch(raising(exception, reraise=True), frame.checkpoint()):
             self.done = True
-            raise PythonError(exception, reraise=True)
-        return self.next_item(tx)
+            raise raising(exception, reraise=True)
+        return self.next_item(tx, exact=exact)
 
 
 class GeneratorMethod(Value):
-    """``g.send``, ``g.close``, ``g.__next__`` of a generator of the trace."""
+    """``g.send``, ``g.close``, ``g.throw``, ``g.__next__`` of a generator of the trace."""
 
     def __init__(self, generator: GeneratorValue, name: str):
         self.generator = generator
@@ -232,18 +235,37 @@ class GeneratorMethod(Value):
         from .exceptions import python_error
 
         g = self.generator
-        if kwargs or len(args) != {"send": 1, "close": 0, "__next__": 0}.get(self.name, -1):
+        if kwargs or len(args) != {"send": 1, "close": 0, "__next__": 0, "throw": 1}.get(self.name, -1):
             raise GraphBreak(f"{self.describe()} with these arguments is not captured")
         if self.name == "close":
             return g.close(tx)
+        finished = g.done
+        if self.name == "throw":
+            item = g.throw(tx, _thrown(tx, args[0]), exact=True)
+            if item is None:
+                raise stop_iteration(g.return_value)
+            return item
         sent = args[0] if args else None
         if sent is not None and not g.tracer.yielded and not g.done and not _is_none(sent):
             raise python_error(TypeError, "can't send non-None value to a just-started generator")
-        finished = g.done
         item = g.next_item(tx, exact=True, sent=sent)
         if item is None:
             raise stop_iteration(ConstantValue(None) if finished else g.return_value)
         return item
+
+
+def _thrown(tx, value: Value):
+    """The exception ``g.throw(value)`` throws in: an exception of the trace, or a class called without arguments."""
+    from .exceptions import ExceptionValue, is_exception_class, make_exception, python_error
+
+    if isinstance(value, ExceptionValue):
+        return value
+    if is_exception_class(value):
+        return make_exception(tx, value.as_constant(), [], {}, value.source)
+    if value.is_constant():
+        raise python_error(TypeError, "exceptions must be classes or instances deriving from BaseException, not "
+                                      f"{type(value.as_constant()).__name__}")
+    raise GraphBreak(f"throwing {value.describe()} into a generator is not captured")
 
 
 def _is_none(value: Value) -> bool:
