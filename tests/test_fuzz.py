@@ -31,7 +31,7 @@ from fuzz.grammar import HEADER, STATEMENTS, V1_STATEMENTS, exclusions_for, gene
 from fuzz.minimize import minimize_failure
 from fuzz.runner import run_program
 
-CI_SEED = 7_000_000
+CI_SEED = 7_009_000  # the first 125 seeds from here use every production (with copy_calls on and off)
 CI_PROGRAMS = 125  # the issue-8 families take longer: 125 programs take about what 200 of grammar v1 took
 #: production -> why it is off in the CI run (a finding not fixed yet in dynacap).
 KNOWN_ENGINE_BUGS: dict[str, str] = {
