@@ -435,3 +435,38 @@ def test_indexing_a_constant_out_of_range_raises_a_catchable_error():
     for s, key in (("ab", 5), ((1, 2), -3), ("ab", "k"), ("ab", 1)):
         run_differential(fn, torch.ones(2), s, key)
     assert_fully_captured(fn, torch.ones(2), "ab", 5)
+
+
+# -- a list in the closure of a method reached through its object's class ------------------------------------
+def _class_logging_to(log):
+    class Logged:
+        def __init__(self, t, k):
+            self.t = t
+            self.k = k
+            self.post()
+
+        def post(self):
+            log.append(self.k)
+
+    return Logged
+
+
+_LOG: list = []
+_LOGGED = _class_logging_to(_LOG)
+
+
+def test_a_list_in_a_methods_closure_is_changed_as_in_eager():
+    """``post`` is found through the class (no path from the frame): the list its closure holds was taken for
+    one made by the trace, so its ``append`` was never replayed (the log stayed empty)."""
+    def fn(x):
+        return _LOGGED(x, 3).t + 1
+
+    dynacap.reset()
+    _LOG.clear()
+    captured = dynacap.optimize(fn, backend=CountingBackend())
+    for expected in ([3], [3, 3]):
+        torch.testing.assert_close(captured(torch.ones(2)), torch.full((2,), 2.0))
+        assert _LOG == expected
+    _LOG.append(9)
+    captured(torch.ones(2))
+    assert _LOG == [3, 3, 9, 3]

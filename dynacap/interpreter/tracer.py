@@ -558,7 +558,7 @@ class Tracer:
     # -- calls ----------------------------------------------------------------------------
     def inline_call(self, fn_value, args: list[Value], kwargs: dict[str, Value]) -> Value:
         """Interpret a user function's bytecode in a child tracer and return its result."""
-        from ..source import CellContentsSource
+        from ..source import CellContentsSource, ClassSource
         from ..values.containers import DictValue, TupleValue
         from ..skipfiles import is_skipped_file
 
@@ -610,8 +610,10 @@ class Tracer:
                     except ValueError:
                         child.cells[name] = CellBox(None)
                         continue
-                    source = CellContentsSource(fn_value.source, i, name) if fn_value.source is not None else None
-                    child.cells[name] = CellBox(source=source, raw=contents)
+                    # A function found without a path (a method through its object's class, guarded there) is
+                    # reached as itself: its cells' contents are then guarded, and changes to them replayed.
+                    base = fn_value.source if fn_value.source is not None else ClassSource(fn)
+                    child.cells[name] = CellBox(source=CellContentsSource(base, i, name), raw=contents)
         if code.co_flags & inspect.CO_GENERATOR:
             from ..values.iterators import GeneratorValue
 
