@@ -10,7 +10,8 @@ per trace with ``type()`` over stand-ins of those values, gives the MRO, the
 layout (``__slots__``), ``isinstance``/``issubclass`` and ``except`` matching
 exactly as CPython computes them.  The template never runs user code (no
 metaclass but ``type``, no base with its own ``__init_subclass__``; stand-ins
-have no ``__set_name__``), is never changed after it is made, and never
+have no ``__set_name__``), is never changed (``@dataclass`` swaps in a
+completed copy before anything used it, ``class_factories``), and never
 reaches the user: attributes the class owns are answered from the namespace;
 those of real bases are read (and guarded) through the template, which reaches
 them along its MRO.  A class that escapes (returned, stored, live across a
@@ -20,7 +21,8 @@ that would not be the class eager made (a closure among its functions, a
 ``__set_name__`` or ``__init_subclass__`` that ran) it is a graph break.
 
 ``MadeObjectValue`` is an instance of such a class: a ``NewObjectValue`` whose
-class attributes come from the namespace first.
+class attributes come from the namespace first.  Descriptors made in a class
+body are ``made_descriptors``' values.
 """
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ from ..errors import GraphBreak
 from ..source import ClassSource
 from .base import Value
 from .constant import ConstantValue, is_literal
+from .made_descriptors import PropertyValue, StaticMethodValue
 from .instances import NewObjectValue
 from .objects import _MISSING, AttributeMissing, escaped
 
@@ -91,115 +94,6 @@ def own_dict(cls: type) -> dict:
     return _TYPE_DICT.__get__(cls)
 
 
-class StaticMethodValue(Value):
-    """``staticmethod(f)`` made in the trace (``@staticmethod`` in a class body)."""
-
-    kind_type = staticmethod
-
-    def __init__(self, function: Value):
-        self.function = function
-
-    def describe(self):
-        return f"{self.kind_type.__name__} of {self.function.describe()}"
-
-    def python_type(self):
-        return self.kind_type
-
-    def real_stand_in(self):
-        return self.kind_type(_real_stand_in(self.function, "function"))
-
-    def getattr(self, tx, name):
-        if name == "__func__":
-            return self.function
-        return super().getattr(tx, name)
-
-    def bind(self, tx, instance: Value | None, owner: Value) -> Value:
-        """What ``__get__`` gives: the function itself."""
-        return self.function
-
-    def reconstruct(self, cg) -> None:
-        cg.build_once(self, lambda cg: cg.call(self.kind_type, self.function))
-
-
-class ClassMethodValue(StaticMethodValue):
-    """``classmethod(f)`` made in the trace: bound to the class it is reached through."""
-
-    kind_type = classmethod
-
-    def bind(self, tx, instance, owner):
-        from .functions import BoundMethodValue
-
-        return BoundMethodValue(self.function, owner)
-
-
-class PropertyValue(Value):
-    """``property(fget, fset, fdel)`` made in the trace, with its ``setter``/``getter``/``deleter``."""
-
-    def __init__(self, fget: Value, fset: Value, fdel: Value, doc: Value):
-        self.parts = {"fget": fget, "fset": fset, "fdel": fdel, "__doc__": doc}
-
-    def describe(self):
-        return "property created in captured code"
-
-    def python_type(self):
-        return property
-
-    def real_stand_in(self):
-        return property(*(_real_stand_in(self.parts[k], k) for k in ("fget", "fset", "fdel")))
-
-    def getattr(self, tx, name):
-        if name in self.parts:
-            return self.parts[name]
-        if name in ("setter", "getter", "deleter"):
-            return _PropertyCopier(self, {"setter": "fset", "getter": "fget", "deleter": "fdel"}[name])
-        return super().getattr(tx, name)
-
-    def accessor(self, part: str, what: str) -> Value:
-        accessor = self.parts[part]
-        if accessor.is_constant() and accessor.as_constant() is None:
-            raise GraphBreak(f"{what}: the property has no {part} (AttributeError at run time)")
-        return accessor
-
-    def reconstruct(self, cg) -> None:
-        def build(cg):
-            cg.call(property, *(self.parts[k] for k in ("fget", "fset", "fdel", "__doc__")))
-
-        cg.build_once(self, build)
-
-
-class _PropertyCopier(Value):
-    """``prop.setter`` (and ``getter``/``deleter``): a copy of the property with that accessor replaced."""
-
-    def __init__(self, prop: PropertyValue, part: str):
-        self.prop = prop
-        self.part = part
-
-    def describe(self):
-        return f"property.{self.part}"
-
-    def call(self, tx, args, kwargs):
-        if kwargs or len(args) != 1:
-            raise GraphBreak(f"{self.describe()} takes one argument (TypeError at run time)")
-        parts = dict(self.prop.parts)
-        parts[self.part] = args[0]
-        return PropertyValue(parts["fget"], parts["fset"], parts["fdel"], parts["__doc__"])
-
-
-def make_descriptor(cls: type, args: list[Value], kwargs: dict[str, Value]) -> Value | None:
-    """``staticmethod(f)``, ``classmethod(f)``, ``property(...)`` of values of the trace (None: other classes)."""
-    if cls is staticmethod or cls is classmethod:
-        if kwargs or len(args) != 1:
-            raise GraphBreak(f"{cls.__name__}() takes one argument (TypeError at run time)")
-        return (StaticMethodValue if cls is staticmethod else ClassMethodValue)(args[0])
-    if cls is property:
-        names = ("fget", "fset", "fdel", "doc")
-        if len(args) > 4 or set(kwargs) - set(names):
-            raise GraphBreak("property() with these arguments (TypeError at run time)")
-        given = dict(zip(names, args), **kwargs)
-        return PropertyValue(*(given.get(n, ConstantValue(None)) for n in names))
-    return None
-
-
 def _no_init_subclass(cls, **kwargs):
     """The template's ``__init_subclass__``: the namespace's is traced (``_after_creation``), never run."""
 
@@ -213,8 +107,10 @@ def _real_stand_in(value: Value, name: str):
 
     if isinstance(value, MadeClassValue):
         return value.value
-    if isinstance(value, (StaticMethodValue, PropertyValue)):
-        return value.real_stand_in()
+    if isinstance(value, StaticMethodValue):
+        return value.kind_type(_real_stand_in(value.function, name))
+    if isinstance(value, PropertyValue):
+        return property(*(_real_stand_in(value.parts[k], k) for k in ("fget", "fset", "fdel")))
     if isinstance(value, UserFunctionValue):
         return value.fn
     if value.is_constant():
@@ -610,146 +506,3 @@ def type_call(tx, args: list[Value], kwargs: dict[str, Value]) -> MadeClassValue
     if "__module__" not in attributes and "__name__" in tx.f_globals:
         attributes["__module__"] = ConstantValue(tx.f_globals["__name__"])
     return make_class(tx, name.as_constant(), list(bases.items), attributes, dict(kwargs), None)
-
-
-def class_factory(tx, cls: type, args: list[Value], kwargs: dict[str, Value]) -> Value | None:
-    """``cls(*args)`` when ``cls`` makes a value of this module (None: any other class)."""
-    from ..models.class_factories import DataclassOf, NamedTupleOf
-
-    if cls is NamedTupleOf:
-        return _namedtuple_of(tx, args)
-    if cls is DataclassOf:
-        return _dataclass_of(tx, args)
-    return make_descriptor(cls, args, kwargs)
-
-
-def _constant(tx, value: Value, what: str):
-    """A constant argument (a list or tuple of constants as a tuple), else a break."""
-    from .containers import SequenceValue
-
-    if isinstance(value, SequenceValue):
-        return tuple(_constant(tx, v, what) for v in value.iterate(tx))
-    if not value.is_constant() or isinstance(value, MadeClassValue):
-        raise GraphBreak(f"{what} with {value.describe()}, which is not a constant")
-    return value.as_constant()
-
-
-def _caller_globals(tx) -> dict:
-    """The globals of the user frame that called the model (``sys._getframe(1)`` of the real factory)."""
-    import os
-
-    models_dir = os.path.dirname(os.path.abspath(__file__)).rsplit(os.sep, 1)[0] + os.sep + "models" + os.sep
-    caller = tx
-    while caller.parent is not None and os.path.abspath(caller.code.co_filename).startswith(models_dir):
-        caller = caller.parent
-    return caller.f_globals
-
-
-class NamedTupleClassValue(ConstantValue):
-    """A class ``collections.namedtuple`` made in the trace: the real factory's class on the constant
-    arguments (never changed, never handed out), made again by the factory at run time when it escapes."""
-
-    def __init__(self, cls: type, arguments: tuple):
-        super().__init__(cls)
-        self.arguments = arguments
-
-    def describe(self):
-        return f"named-tuple class {self.value.__qualname__} created in captured code"
-
-    def real_object(self):
-        raise GraphBreak(f"{self.describe()} is a new class on each call")
-
-    def reconstruct(self, cg) -> None:
-        cg.build_once(self, lambda cg: cg.call(_rebuild_namedtuple, *self.arguments))
-
-
-def _rebuild_namedtuple(typename, field_names, rename, defaults, module):
-    import collections
-
-    return collections.namedtuple(typename, field_names, rename=rename, defaults=defaults, module=module)
-
-
-def _namedtuple_of(tx, args: list[Value]) -> Value:
-    typename, field_names, rename, defaults, module = (_constant(tx, v, "collections.namedtuple()") for v in args)
-    if module is None:
-        module = _caller_globals(tx).get("__name__", "__main__")
-    arguments = (typename, field_names, rename, defaults, module)
-    try:
-        cls = _rebuild_namedtuple(*arguments)
-    except (TypeError, ValueError) as e:
-        raise GraphBreak(f"collections.namedtuple(): {e} ({type(e).__name__} at run time)") from None
-    value = NamedTupleClassValue(cls, arguments)
-    _register(tx, value)
-    return value
-
-
-_DATACLASS_FLAGS = ("init", "repr", "eq", "order", "unsafe_hash", "frozen", "match_args", "kw_only", "slots",
-                    "weakref_slot")
-
-
-def _dataclass_of(tx, args: list[Value]) -> Value:
-    """``@dataclass(...)`` on a class made in the trace: the real decorator completes a copy of its template
-    (pure standard-library code over constants and trace-time functions), whose new attributes (the
-    generated ``__init__``, ``__eq__``, ``__dataclass_fields__``...) join the namespace; the copy becomes
-    the template.  The class the decorator returns is the one it was given, as in eager."""
-    import dataclasses
-
-    cls_value, flag_values = args[0], args[1:]
-    if not isinstance(cls_value, MadeClassValue):
-        raise GraphBreak(f"@dataclass on {cls_value.describe()}: it changes a class that outlives the call; "
-                         "only classes made in captured code are completed there")
-    flags = dict(zip(_DATACLASS_FLAGS, (_constant(tx, v, "@dataclass") for v in flag_values)))
-    if flags["slots"]:
-        raise GraphBreak("@dataclass(slots=True) makes another class: not captured")
-    if cls_value.observed:
-        raise GraphBreak(f"@dataclass on {cls_value.describe()} after it was used (an instance or a subclass)")
-    real_ns = {}
-    for name, value in cls_value.namespace.items():
-        if name == "__annotations__":
-            real_ns[name] = _real_annotations(tx, value)
-            continue
-        real = _real_stand_in(value, name)
-        if type(real) is _Stand_in and name in real_ns.get("__annotations__", {}):
-            raise GraphBreak(f"@dataclass on {cls_value.describe()}: the default of field {name!r} is "
-                             f"{value.describe()}, not a constant")
-        real_ns[name] = real
-    template = cls_value.value
-    scratch = type(template.__name__, tuple(type.__dict__["__bases__"].__get__(template)), real_ns)
-    try:
-        completed = dataclasses.dataclass(scratch, **flags)
-    except (TypeError, ValueError) as e:
-        raise GraphBreak(f"@dataclass on {cls_value.describe()}: {e} ({type(e).__name__} at run time)") from None
-    if completed is not scratch:
-        raise GraphBreak("@dataclass made another class: not captured")
-    from .wrap import wrap
-
-    added = {k: v for k, v in own_dict(completed).items() if k not in real_ns or real_ns[k] is not v}
-    if any(k not in own_dict(completed) for k in real_ns if k != "__qualname__"):  # type() takes __qualname__
-        raise GraphBreak(f"@dataclass on {cls_value.describe()} removed a class attribute: not captured")
-    tx.ctx.mutations += 1  # the class changes in place (as eager's does)
-    for name, value in added.items():
-        if name in ("__dict__", "__weakref__") or (name == "__doc__" and "__doc__" in own_dict(template)
-                                                 and own_dict(template)["__doc__"] == value):
-            continue
-        cls_value.namespace[name] = wrap(tx, value, None)
-    cls_value.value = completed
-    cls_value.made = {**cls_value.made, id(completed): cls_value}
-    _register(tx, cls_value)
-    _fill_class_cells(completed, cls_value.namespace)
-    cls_value.not_rebuilt = "a dataclass completed in captured code is not made again after the graph"
-    return cls_value
-
-
-def _real_annotations(tx, value: Value) -> dict:
-    """The class's ``__annotations__`` as real objects (types, strings) for the decorator to read."""
-    from .containers import DictValue
-
-    if not isinstance(value, DictValue):
-        raise GraphBreak(f"@dataclass on a class whose __annotations__ is {value.describe()}")
-    real = {}
-    for name, annotation in value.items.items():
-        try:
-            real[name] = annotation.as_constant() if annotation.is_constant() else annotation.real_object()
-        except GraphBreak:
-            raise GraphBreak(f"@dataclass: the annotation of {name!r} is {annotation.describe()}") from None
-    return real

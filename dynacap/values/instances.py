@@ -136,7 +136,8 @@ def instantiate(tx, cls_value: Value, args: list[Value], kwargs: dict[str, Value
     """``cls(*args, **kwargs)`` for a plain user class: a new object, its ``__init__`` inlined."""
     from .subclasses import make_namedtuple, namedtuple_fields
 
-    from .classes import MadeClassValue, class_factory
+    from .class_factories import class_factory
+    from .classes import MadeClassValue
 
     cls = cls_value.as_constant()
     made_here = class_factory(tx, cls, args, kwargs)
