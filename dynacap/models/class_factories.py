@@ -4,7 +4,7 @@ Each makes (or completes) a class, which eager does anew on every call: in captu
 is one of the trace (``values.classes``), made again at run time when it escapes, never one object
 shared by the calls.  The models only bind the arguments as the real signatures do; the work is
 a call of ``NamedTupleOf`` / ``DataclassOf``, which the trace answers with a class value
-(``values.classes.class_factory``).  Like every models file, this one imports nothing of the engine.
+(``values.class_factories.class_factory``).  Like every models file, this one imports nothing of the engine.
 """
 from __future__ import annotations
 
