@@ -180,6 +180,24 @@ def test_singledispatch_walks_the_mro_of_a_builtin_class():
         raise
 
 
+@functools.singledispatch
+def describe(v):
+    return 0
+
+
+@describe.register
+def _(v: int):
+    return v * 2
+
+
+def test_a_generic_function_from_the_frame_is_the_real_one():
+    """Its dispatch cache is a WeakKeyDictionary the trace does not follow: a break, with eager's result."""
+    def fn(x):
+        return x * describe(3), describe.dispatch(int)(4), describe.registry[int](1)
+
+    run_differential(fn, torch.randn(3))
+
+
 def test_singledispatch_with_a_string_annotation_breaks_with_eager_result():
     """``get_type_hints`` evaluates the string in the function's globals: the real one runs, not traced."""
     def fn(x):
