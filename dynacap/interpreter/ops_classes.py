@@ -5,9 +5,9 @@ it: the body function is inlined with an empty namespace (its ``LOAD_NAME``/
 ``STORE_NAME``/``DELETE_NAME``/``LOAD_CLASSDEREF``/``SETUP_ANNOTATIONS`` read
 and write it), then ``values.classes.make_class`` makes the class from it.
 Only class bodies entered here use the namespace; the name opcodes anywhere
-else (a module body or exec'd code, which the hook never captures) break.  A break inside the body is never resumed inside it
-(a class body is no function frame): the ``class`` statement breaks as a
-whole.
+else (a module body or exec'd code, which the hook never captures) break.  A
+break inside the body is never resumed inside it (a class body is no function
+frame): the ``class`` statement breaks as a whole.
 """
 from __future__ import annotations
 
