@@ -677,3 +677,35 @@ def test_bound_methods_compare_by_function_and_self():
 
     assert_fully_captured(f, torch.randn(4))
     run_differential(f, torch.randn(4))
+
+
+def test_dict_of_a_mapping_reads_its_keys_not_pairs():
+    # CPython's dict(arg) asks for arg.keys first: a mapping's items, never its keys unpacked as pairs.
+    import collections.abc
+
+    class M(collections.abc.Mapping):
+        def __init__(self, d):
+            self.d = d
+
+        def __getitem__(self, k):
+            return self.d[k]
+
+        def __iter__(self):
+            return iter(self.d)
+
+        def __len__(self):
+            return len(self.d)
+
+    def f(x, m):
+        return x + 1, dict(m), dict([("a", 1), ("b", 2)]), dict(zip("ab", [1, 2]), c=3)
+
+    run_differential(f, torch.randn(4), M({"lr": 1, "wd": 2}))
+
+    def bad(x):
+        try:
+            dict([("a", 1, 2)])
+        except ValueError as e:
+            return x + 1, str(e)
+
+    assert_fully_captured(bad, torch.randn(4))
+    run_differential(bad, torch.randn(4))

@@ -241,11 +241,18 @@ def _next(tx, args, kwargs):
     if not args or not isinstance(args[0], (IteratorValue, PullIterator)) or kwargs:
         return None
     # What a generator raises leaves next() as it is (StopIteration as RuntimeError, PEP 479).
-    item = args[0].next_item(tx, exact=True) if isinstance(args[0], GeneratorValue) else args[0].next_item(tx)
+    generator = args[0] if isinstance(args[0], GeneratorValue) else None
+    finished = generator is not None and generator.done
+    item = generator.next_item(tx, exact=True) if generator is not None else args[0].next_item(tx)
     if item is not None:
         return item
     if len(args) > 1:
         return args[1]
+    if generator is not None:
+        from .iterators import stop_iteration
+
+        # The StopIteration of a generator that returns carries its value (later ones carry none).
+        raise stop_iteration(ConstantValue(None) if finished else generator.return_value)
     from .exceptions import python_error
 
     raise python_error(StopIteration, reason="next() on an exhausted iterator (StopIteration at run time)")
@@ -329,6 +336,10 @@ def _id(tx, args, kwargs):
 
 
 def _repr(tx, args, kwargs):
+    from .exceptions import ExceptionValue
+
+    if len(args) == 1 and not kwargs and isinstance(args[0], ExceptionValue):
+        return args[0].to_text(tx, "repr")
     return constant_protocol(tx, repr, "`repr()`", args[0]) if len(args) == 1 and not kwargs else None
 
 
@@ -438,17 +449,54 @@ def _reversed(tx, args, kwargs):
 
 
 def dict_items(tx, args, kwargs) -> dict:
-    """The items ``dict(*args, **kwargs)`` holds, by constant key."""
+    """The items ``dict(*args, **kwargs)`` holds, by constant key, as CPython's ``dict_update_arg`` reads its
+    argument: a dict's items; else, when it has a ``keys`` attribute, ``arg[k]`` for each ``k`` of
+    ``arg.keys()`` (a mapping); else its items as pairs."""
+    from .objects import all_items
+
     items = {}
     if args:
-        if isinstance(args[0], DictValue):
-            items.update(args[0].items)
+        source = args[0]
+        if isinstance(source, DictValue):
+            items.update(source.items)
+        elif _has_keys(tx, source):
+            for key in all_items(tx, source.getattr(tx, "keys").call(tx, [], {})):
+                items[key.as_constant()] = source.getitem(tx, key)
         else:
-            for pair in args[0].iterate(tx):
-                k, v = pair.iterate(tx)
-                items[k.as_constant()] = v
+            for i, pair in enumerate(all_items(tx, source)):
+                parts = all_items(tx, pair)
+                if len(parts) != 2:
+                    from .exceptions import python_error
+
+                    raise python_error(ValueError, f"dictionary update sequence element #{i} has length "
+                                       f"{len(parts)}; 2 is required")
+                items[parts[0].as_constant()] = parts[1]
     items.update(kwargs)
     return items
+
+
+def _has_keys(tx, value: Value) -> bool:
+    """Whether ``dict(value)`` reads ``value`` as a mapping (it has a ``keys`` attribute, looked up as eager
+    does); a ``dict`` subclass whose own ``__getitem__``/``keys`` CPython's fast path would skip is a break."""
+    from .attributes import has_attribute
+    from .objects import ObjectValue, class_lookup
+
+    if isinstance(value, (IteratorValue, PullIterator)):
+        return False
+    if isinstance(value, ObjectValue):
+        cls = type(value.obj)
+        if issubclass(cls, dict) and class_lookup(cls, "__iter__") is dict.__iter__ and (
+                class_lookup(cls, "__getitem__") is not dict.__getitem__ or class_lookup(cls, "keys") is not dict.keys):
+            raise GraphBreak(f"dict() of {value.describe()}: CPython reads its items past its own methods")
+        answer = has_attribute(tx, value, "keys")
+    else:
+        try:
+            answer = hasattr(value.python_type(), "keys")
+        except GraphBreak:
+            answer = None
+    if answer is None:
+        raise GraphBreak(f"dict() of {value.describe()}: whether it is a mapping is not known at capture time")
+    return answer
 
 
 def _dict(tx, args, kwargs):

@@ -11,7 +11,7 @@ from ..errors import GraphBreak
 from ..source import GenericAttrSource
 from .base import DELETED, Value
 from .constant import ConstantValue
-from .objects import ObjectValue, _dict_expr, instance_dict
+from .objects import _MISSING, ObjectValue, _dict_expr, _is_data_descriptor, class_lookup, instance_dict
 
 
 class InstanceDictValue(Value):
@@ -24,10 +24,36 @@ class InstanceDictValue(Value):
     def describe(self):
         return f"{self.owner.describe()}.__dict__"
 
+    def python_type(self):
+        return dict
+
     def getattr(self, tx, name):
         if name == "get":
             return _DictGet(self)
+        if name in ("keys", "values", "items"):
+            return _ViewMethod(self.snapshot(tx), name)
         raise GraphBreak(f"`.{name}` of {self.describe()} is not supported")
+
+    def names(self, tx) -> list[str]:
+        """The object's attribute names in order, guarded as a frame dict's keys are (``keys_match``)."""
+        obj = self.owner.obj
+        d = instance_dict(obj)
+        if d is None or any(key == id(obj) for key, _ in tx.ctx.attribute_overrides):
+            raise GraphBreak(f"iterating {self.describe()} (written in the trace, or not a plain dict)")
+        tx.guards.keys_match(self.source, list(d))
+        return list(d)
+
+    def snapshot(self, tx):
+        """The entries as a dict value of this same dict (its source): what its views read."""
+        from .containers import DictValue
+
+        return DictValue({k: self.entry(tx, k, None) for k in self.names(tx)}, self.source)
+
+    def iterate(self, tx):
+        return [ConstantValue(k) for k in self.names(tx)]
+
+    def truth(self, tx):
+        return bool(self.names(tx))
 
     def entry(self, tx, key, default: Value | None) -> Value:
         from ..source import ItemSource
@@ -77,6 +103,8 @@ class NewInstanceDictValue(Value):
             return _DictGet(self)
         if name in ("keys", "values", "items"):
             return _ViewMethod(self, name)
+        if name == "update":
+            return _Update(self)
         raise GraphBreak(f"`.{name}` of {self.describe()} is not supported")
 
     def iterate(self, tx):
@@ -125,6 +153,35 @@ class _ViewMethod(Value):
         if args or kwargs:
             raise GraphBreak(f"{self.describe()}() takes no arguments (TypeError at run time)")
         return DictViewValue(self.owner, self.kind)
+
+
+class _Update(Value):
+    """``obj.__dict__.update(mapping)`` of an object made in the trace: one store per entry, past ``__setattr__``
+    (a data descriptor of the class for a name breaks: ``__dict__.update`` would bypass it)."""
+
+    def __init__(self, owner: NewInstanceDictValue):
+        self.owner = owner
+
+    def describe(self):
+        return f"{self.owner.describe()}.update"
+
+    def call(self, tx, args, kwargs):
+        from .containers import DictValue
+
+        source = args[0].snapshot(tx) if len(args) == 1 and isinstance(args[0], InstanceDictValue) else \
+            args[0] if len(args) == 1 else None
+        if kwargs or not isinstance(source, (DictValue, NewInstanceDictValue)):
+            raise GraphBreak(f"{self.describe()} with these arguments")
+        cls = type(self.owner.owner.obj)
+        for name, value in dict(source.items).items():
+            if type(name) is not str:
+                raise GraphBreak(f"{self.describe()} with a key that is not a string")
+            attr = class_lookup(cls, name)
+            if attr is not _MISSING and _is_data_descriptor(attr):
+                raise GraphBreak(f"{self.describe()}: {name!r} is a {type(attr).__name__} of the class, which "
+                                 "the update bypasses")
+            self.owner.owner.store(tx, name, value)
+        return ConstantValue(None)
 
 
 class _DictGet(Value):

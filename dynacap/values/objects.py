@@ -281,7 +281,7 @@ class ObjectValue(Value):
         attr = class_lookup(type(self.obj), name)
         if attr is not _MISSING and _is_data_descriptor(attr):
             # A property's setter (or a descriptor's __set__) decides what a later read gives.
-            from .descriptors import set_through_descriptor
+            from .descriptor_protocol import set_through_descriptor
 
             set_through_descriptor(tx, self, name, attr, value)
             return
@@ -484,7 +484,7 @@ def generic_getattr(tx, value: ObjectValue, name: str) -> Value:
     getter = class_lookup(type(cls_attr), "__get__")
     if type(getter) is types.FunctionType:
         # A descriptor written in Python (``lazy_property``): its ``__get__`` traced, as eager calls it.
-        from .descriptors import get_through_descriptor
+        from .descriptor_protocol import get_through_descriptor
 
         return get_through_descriptor(tx, value, name, cls_attr, getter)
     if getter is not _MISSING:
@@ -547,7 +547,7 @@ def _data_descriptor(tx, value: ObjectValue, name: str, attr) -> Value:
         return wrap(tx, result, attribute_source(value, obj, name))
     getter = class_lookup(type(attr), "__get__")
     if type(getter) is types.FunctionType:
-        from .descriptors import get_through_descriptor
+        from .descriptor_protocol import get_through_descriptor
 
         return get_through_descriptor(tx, value, name, attr, getter)
     raise GraphBreak(f"attribute `{name}` of {value.describe()} is a {type(attr).__name__} descriptor")
