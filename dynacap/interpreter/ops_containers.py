@@ -134,7 +134,7 @@ def _format_value(tx, ins):
     if isinstance(value, ExceptionValue):
         if spec or conversion == 3:
             raise GraphBreak(f"formatting {value.describe()} with a format spec or `!a`")
-        tx.push(ConstantValue(value.text("repr" if conversion == 2 else "str")))
+        tx.push(value.to_text(tx, "repr" if conversion == 2 else "str"))  # through its class's own __str__
         return
     formatted = format_value(tx, value, conversion, spec)
     if formatted is not None:  # a user object: its class's __format__ / __str__ / __repr__, traced
