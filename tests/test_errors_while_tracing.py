@@ -700,3 +700,63 @@ def test_exception_text_through_its_own_str():
         return x + 1, text
 
     run_differential(f, torch.zeros(2))
+
+
+# -- unbound names ---------------------------------------------------------------------------------------------
+def unbound_local_caught(x):
+    if x.shape[0] > 10:
+        z = 1
+    try:
+        return x * z
+    except UnboundLocalError as e:
+        return x + 1, str(e)
+
+
+def free_variable_not_yet_assigned(x):
+    def h():
+        return w
+
+    try:
+        h()
+    except NameError as e:
+        seen = str(e)
+    w = 1
+    return x + w, seen
+
+
+def cell_variable_read_before_assignment(x):
+    def h():
+        return w
+
+    try:
+        w
+    except UnboundLocalError as e:
+        seen = str(e)
+    w = 2
+    return x + w + h(), seen
+
+
+def delete_of_an_unbound_local(x):
+    y = 1
+    del y
+    try:
+        del y
+    except UnboundLocalError as e:
+        return x + 1, str(e)
+    return x
+
+
+@pytest.mark.parametrize("fn", [unbound_local_caught, free_variable_not_yet_assigned,
+                                cell_variable_read_before_assignment, delete_of_an_unbound_local],
+                         ids=lambda f: f.__name__)
+def test_unbound_names_in_one_graph(fn):
+    captured_in_one_graph(fn, torch.randn(3))
+
+
+def test_unbound_local_escapes_as_eager():
+    def f(x):
+        if x.shape[0] > 10:
+            z = 1
+        return x * z
+
+    run_differential(f, torch.zeros(2))

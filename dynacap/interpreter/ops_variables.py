@@ -9,6 +9,7 @@ from ..errors import GraphBreak
 from ..source import LocalSource
 from ..values.base import DELETED, NullValue, Value
 from ..values.constant import ConstantValue, is_literal
+from ..values.exceptions import python_error
 from ..values.wrap import wrap
 from .tracer import CellBox, handles
 
@@ -110,7 +111,15 @@ def _cell(tx, name) -> CellBox:
 def _load_deref(tx, ins):
     value = _cell(tx, ins.argval).get(tx)
     if value is None:
-        raise GraphBreak(f"free variable {ins.argval!r} is read before assignment (NameError at run time)")
+        name = ins.argval
+        if name in tx.code.co_cellvars:
+            raise python_error(UnboundLocalError, f"cannot access local variable '{name}' where it is not "
+                                                  "associated with a value",
+                               reason=f"local variable {name!r} is read before assignment (UnboundLocalError at run "
+                                      "time)")
+        raise python_error(NameError, f"cannot access free variable '{name}' where it is not associated with a "
+                                      "value in enclosing scope",
+                           reason=f"free variable {name!r} is read before assignment (NameError at run time)")
     tx.push(value)
 
 

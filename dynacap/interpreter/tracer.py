@@ -313,7 +313,11 @@ class Tracer:
             value = wrap(self, self.frame_values[name], LocalSource(name))
             self.locals[name] = value
             return value
-        raise GraphBreak(f"local variable {name!r} is read before assignment (UnboundLocalError at run time)")
+        from ..values.exceptions import python_error
+
+        raise python_error(UnboundLocalError, f"cannot access local variable '{name}' where it is not associated with "
+                                              "a value",
+                           reason=f"local variable {name!r} is read before assignment (UnboundLocalError at run time)")
 
     # -- main loop ---------------------------------------------------------------------
     def run(self) -> Value:
