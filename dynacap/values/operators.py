@@ -279,6 +279,10 @@ def identical(a: Value, b: Value) -> bool | None:
             or _made_container(b) and a.source is not None:
         # A list or dict made by the trace is a new object, one Value wherever it is held.
         return False
+    from .container_methods import known_distinct
+
+    if known_distinct(a, b):
+        return False  # one value per container of the frame, and the trace's own are new (collections 5)
     if isinstance(a, _EXACT_TYPE) and isinstance(b, _EXACT_TYPE) and a.python_type() is not b.python_type():
         return False  # one object has one type
     if a.is_constant() and b.is_constant() and not isinstance(a, (SequenceValue, DictValue)) \
