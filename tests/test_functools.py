@@ -248,6 +248,17 @@ def test_cmp_to_key_in_sorted_min_and_max():
     _one_graph(fn, torch.randn(3))
 
 
+def test_a_cmp_key_that_leaves_the_graph_breaks():
+    """Rebuilt after the graph, it would be the model's object: the frame runs eagerly, eager's KeyWrapper."""
+    def fn(x):
+        return x + 1, functools.cmp_to_key(lambda a, b: a - b)(3)
+
+    with pytest.raises(dynacap.Unsupported):
+        dynacap.optimize(fn, backend=CountingBackend(), fullgraph=True)(torch.ones(1))
+    key = dynacap.optimize(fn, backend=CountingBackend())(torch.ones(1))[1]
+    assert type(key) is type(functools.cmp_to_key(lambda a, b: 0)(1))
+
+
 # -- lru_cache / cache ---------------------------------------------------------------------------------------------------
 def test_cache_hits_on_later_calls():
     def fn(x):

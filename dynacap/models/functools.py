@@ -62,8 +62,13 @@ class _CmpKey:
 
 
 def cmp_to_key(mycmp):
+    # A closure: a key made in the trace never leaves the graph (rebuilt, it would be an object of this model's
+    # class, not of functools' KeyWrapper); returning one is a break.
+    def compare(a, b):
+        return mycmp(a, b)
+
     def key(obj):
-        return _CmpKey(mycmp, obj)
+        return _CmpKey(compare, obj)
 
     return key
 
