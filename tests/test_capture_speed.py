@@ -7,7 +7,10 @@
   list item replaced) must be read anew;
 - a tensor reached two ways is one placeholder (``GraphBuilder._input_of_tensor``), and placeholders
   stay in input order (``GraphBuilder._last_placeholder``);
-- the ``GraphModule`` is generated once (``GraphBuilder.finish``): its code is its graph's.
+- the ``GraphModule`` is generated once (``GraphBuilder.finish``): its code is its graph's;
+- a fake result made again from recorded metadata (``GraphBuilder._propagate``) and an eval-mode batch
+  norm's result rule (``_batch_norm_result``) must be what dispatching the operation gives, and results
+  that are an argument, share its storage or need grad are always dispatched.
 """
 from __future__ import annotations
 
@@ -237,3 +240,102 @@ def test_shared_prefix_is_not_kept_alive_past_the_graph_call():
         with contextlib.redirect_stdout(out):
             run(wrap)
         assert out.getvalue() == "1\n", out.getvalue()
+
+
+def _metadata(t):
+    return (t.shape, t.stride(), t.dtype, t.device, t.requires_grad, t._is_view(), t.storage_offset(), type(t))
+
+
+F = torch.nn.functional
+
+#: (operation, argument shapes, constants after the tensors): fresh results, views of fresh ones, arguments.
+_OPS = [
+    (F.linear, [(2, 5, 4), (3, 4), (3,)], []),  # 3-d input: a view of a 2-d result
+    (F.linear, [(2, 2, 5, 4), (3, 4)], []),
+    (torch.add, [(3, 4), (4,)], []),
+    (F.layer_norm, [(2, 6)], [(6,)]),
+    (F.gelu, [(2, 3)], []),
+    (F.dropout, [(2, 3)], [0.5, False]),  # the input itself
+    (torch.relu_, [(2, 3)], []),  # in place: the input itself
+    ("contiguous", [(2, 3)], []),  # the input itself (a method: ``call_method``)
+    ("t", [(2, 3)], []),  # a view of the input
+    ("clone", [(2, 3)], []),
+    (torch.mul, [(2, 3)], [2]),
+    (torch.mul, [(2, 3)], [2.0]),
+    (torch.zeros_like, [(2, 3)], []),
+]
+
+
+@pytest.mark.parametrize("op,shapes,constants", _OPS, ids=[f"{getattr(op, '__name__', op)}{i}" for i, (op, _, _) in enumerate(_OPS)])
+@pytest.mark.parametrize("grad", [False, True])
+def test_fake_result_made_again_is_the_dispatched_one(op, shapes, constants, grad):
+    from dynacap.graph import GraphBuilder
+    from dynacap.values.constant import ConstantValue
+
+    builder = GraphBuilder()
+    with builder.propagating(), torch.set_grad_enabled(grad):
+        results = []
+        for call in range(3):
+            args = [builder.input_tensor(LocalSource(f"t{call}_{i}"), torch.randn(shape, requires_grad=grad and i > 0))
+                    for i, shape in enumerate(shapes)]
+            args += [ConstantValue(c) for c in constants]
+            kind = "call_method" if isinstance(op, str) else "call_function"
+            results.append((builder.call(kind, op, args, {}, str(op)), args))
+    (first, args0), *later = results
+    for result, args in later:
+        assert _metadata(result.fake) == _metadata(first.fake)
+        assert (result.fake is args[0].fake) == (first.fake is args0[0].fake)
+        assert (result.fake.untyped_storage()._cdata == args[0].fake.untyped_storage()._cdata) == \
+            (first.fake.untyped_storage()._cdata == args0[0].fake.untyped_storage()._cdata)
+    recorded = bool(builder._results)
+    fresh = first.fake.untyped_storage()._cdata != args0[0].fake.untyped_storage()._cdata
+    assert recorded == (fresh and not first.fake.requires_grad)
+
+
+def test_fake_results_are_dispatched_again_under_autocast():
+    from dynacap.graph import GraphBuilder
+
+    builder = GraphBuilder()
+    with builder.propagating(), torch.no_grad():
+        def linear(i):
+            x = builder.input_tensor(LocalSource(f"x{i}"), torch.randn(2, 4))
+            w = builder.input_tensor(LocalSource(f"w{i}"), torch.randn(3, 4))
+            return builder.call("call_function", F.linear, [x, w], {}, "linear").fake
+
+        assert linear(0).dtype == torch.float32
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            assert linear(1).dtype == torch.bfloat16
+        assert linear(2).dtype == torch.float32
+
+
+@pytest.mark.parametrize("shape", [(1, 8, 5, 5), (2, 3), (1, 16, 1, 1), (4, 8, 5), (3, 2, 1, 4, 4)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("affine", [True, False])
+def test_batch_norm_result_rule_is_the_dispatched_result(shape, dtype, affine):
+    from dynacap.graph import GraphBuilder
+    from dynacap.graph.builder import _batch_norm_result
+
+    builder = GraphBuilder()
+    with builder.propagating(), torch.no_grad():
+        x = builder.fake_of(torch.randn(shape, dtype=dtype))
+        stats = [builder.fake_of(torch.randn(shape[1], dtype=dtype)) for _ in range(4)]
+        weight, bias = (stats[2], stats[3]) if affine else (None, None)
+        real = F.batch_norm(x, stats[0], stats[1], weight, bias, False, 0.1, 1e-5)
+        rule = _batch_norm_result([x, stats[0], stats[1], weight], {"bias": bias})
+        assert rule == (real.shape, real.stride(), real.dtype, real.device, None)
+        made = builder._remake(*rule)
+        assert _metadata(made) == _metadata(real)
+        # Anything else is dispatched: training, a non-contiguous input, statistics of another dtype.
+        assert _batch_norm_result([x, stats[0], stats[1]], {"training": True}) is None
+        assert _batch_norm_result([x.transpose(0, 1), stats[0], stats[1]], {}) is None or shape[0] == shape[1] == 1
+        other = builder.fake_of(torch.randn(shape[1], dtype=torch.float64))
+        assert _batch_norm_result([x, other, stats[1]], {}) is None
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_repeated_blocks_with_batch_norm(backend):
+    net = torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Conv2d(4, 4, 3, padding=1), torch.nn.BatchNorm2d(4),
+                                                    torch.nn.ReLU(inplace=True)) for _ in range(3)],
+                              torch.nn.Flatten(), torch.nn.Linear(4 * 6 * 6, 3)).eval()
+    with torch.no_grad():
+        run_differential(net, torch.randn(2, 4, 6, 6), backend=CountingBackend(backend))

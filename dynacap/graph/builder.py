@@ -27,7 +27,9 @@ from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 from torch._subclasses.fake_tensor import (
     DataDependentOutputException,
     DynamicOutputShapeException,
+    FakeTensor,
     FakeTensorMode,
+    in_kernel_invocation_manager,
 )
 
 from ..errors import GraphBreak
@@ -85,6 +87,8 @@ class GraphBuilder:
         self.mutations: list[fx.Node] = []
         #: Storages of the inputs, parameters and buffers: what an in-place op must not write unseen.
         self.external: set = set()
+        #: (target, metadata of the arguments, modes) -> metadata of a fresh result (``_propagate``).
+        self._results: dict = {}
 
     def propagating(self):
         """Context manager: the fake mode, active for a whole trace."""
@@ -215,17 +219,17 @@ class GraphBuilder:
         node = self.graph.create_node(kind, target, tuple(node_args), dict(node_kwargs))
         self.created.append(node)
         try:
-            if kind == "call_function":
-                call = target
-            elif kind == "call_method":
-                call, fake_args = getattr(fake_args[0], target), fake_args[1:]
-            else:
+            if kind == "call_module":
                 call = self._on_fakes(module)
-            if torch._C._get_dispatch_mode(_FAKE_KEY) is self.fake_mode:
-                fake = call(*fake_args, **fake_kwargs)
-            else:  # outside a trace's ``propagating`` block
-                with self.fake_mode:
-                    fake = call(*fake_args, **fake_kwargs)
+            elif self.shapes is None:
+                fake = self._propagate(kind, target, fake_args, fake_kwargs)
+                call = None
+            elif kind == "call_function":
+                call = target
+            else:
+                call, fake_args = getattr(fake_args[0], target), fake_args[1:]
+            if call is not None:
+                fake = self._faking(call, *fake_args, **fake_kwargs)
         except (DataDependentOutputException, DynamicOutputShapeException) as e:
             self.graph.erase_node(node)
             if self.shapes is None and _captures_data_dependent(e):
@@ -261,6 +265,56 @@ class GraphBuilder:
         if mutates:
             self.mutations.append(node)
         return self.wrap_result(node, fake)
+
+    def _propagate(self, kind: str, target, fake_args: list, fake_kwargs: dict):
+        """The fake result of a function or method call in a static trace.
+
+        A trace meets the same operation on the same metadata many times (the blocks of a model
+        repeat): a fresh result (a new tensor that is no view, needs no grad and leaves its
+        arguments unchanged) is a function of the arguments' metadata, the constants and the
+        modes, so later calls make a tensor of the recorded metadata instead of dispatching the
+        operation (a layer norm or a batch norm is a dozen fake dispatches).
+        """
+        tensors: list = []
+        key = _metadata_key((target, fake_args, fake_kwargs), tensors)
+        if key is not None and not (torch._C._is_any_autocast_enabled() or torch._C._len_torch_function_stack()):
+            key = (key, torch.is_grad_enabled(), torch.get_default_dtype(), torch.is_inference_mode_enabled())
+            known = self._results.get(key)
+            if known is None and target in _RESULT_RULES:
+                known = _RESULT_RULES[target](fake_args, fake_kwargs)
+                if known is not None:
+                    self._results[key] = known
+            if known is not None:
+                return self._faking(self._remake, *known)
+        else:
+            key = None
+        versions = [t._version for t in tensors] if key is not None else None
+        if kind == "call_function":
+            call = target
+        else:
+            call, fake_args = getattr(fake_args[0], target), fake_args[1:]
+        fake = self._faking(call, *fake_args, **fake_kwargs)
+        if key is not None and type(fake) is FakeTensor and versions == [t._version for t in tensors]:
+            made = _fresh(fake, tensors)
+            if made is not None:
+                self._results[key] = made
+        return fake
+
+    def _remake(self, shape, stride, dtype, device, view) -> FakeTensor:
+        """A new fake of the metadata ``_fresh`` recorded: a view (``view``: its offset) of a new base
+        when the operation's result was one."""
+        if view is not None:
+            return self._remake(*view[1:], None).as_strided(shape, stride, view[0])
+        with in_kernel_invocation_manager(self.fake_mode):
+            meta = torch.empty_strided(shape, stride, dtype=dtype, device="meta")
+        return FakeTensor(self.fake_mode, meta, device)
+
+    def _faking(self, fn, *args, **kwargs):
+        """``fn(*args, **kwargs)`` in the fake mode."""
+        if torch._C._get_dispatch_mode(_FAKE_KEY) is self.fake_mode:
+            return fn(*args, **kwargs)
+        with self.fake_mode:  # outside a trace's ``propagating`` block
+            return fn(*args, **kwargs)
 
     def _on_fakes(self, module: torch.nn.Module):
         """``module`` called with fakes of its parameters and buffers: fake mode alone would let it
@@ -404,6 +458,138 @@ def _holds_tensor(fake) -> bool:
     """Whether a (nested) tuple/list result contains a tensor or a symbolic number."""
     return any(isinstance(x, (torch.Tensor, *SYMBOLIC)) or (isinstance(x, (tuple, list)) and _holds_tensor(x))
                for x in fake)
+
+
+#: Constant argument types whose value (with the type: ``1``, ``1.0`` and ``True`` differ) may go in a key.
+_KEY_ATOMS = frozenset({int, float, bool, complex, str, bytes, type(None), type(Ellipsis), torch.dtype,
+                        torch.device, torch.layout, torch.memory_format})
+
+
+def _metadata_key(args, tensors: list):
+    """A hashable key for nested fake arguments and constants, or None when something is no plain
+    fake or constant (a symbol, an unhashable object, a fake holding a value); appends the fakes
+    to ``tensors``."""
+    t = type(args)
+    if t is FakeTensor:
+        if args.layout is not torch.strided or args.constant is not None or args.is_complex():
+            return None
+        tensors.append(args)
+        return (args.shape, args.stride(), args.storage_offset(), args.dtype, args.device, args.requires_grad)
+    if t in _KEY_ATOMS:
+        return (t, args)
+    if t is tuple or t is list or t is torch.Size:
+        parts = []
+        for a in args:
+            k = _metadata_key(a, tensors)
+            if k is None:
+                return None
+            parts.append(k)
+        return (t, *parts)
+    if t is dict:
+        parts = []
+        for name, a in args.items():
+            k = _metadata_key(a, tensors)
+            if k is None or type(name) is not str:
+                return None
+            parts.append((name, k))
+        return (dict, *parts)
+    if _is_library_op(args):
+        return args  # the operation itself
+    return None
+
+
+def _is_library_op(fn) -> bool:
+    """Whether ``fn`` is torch's or ``operator``'s (its result a function of its arguments' metadata on
+    fakes); a function the user allowed in the graph may read anything."""
+    module = getattr(fn, "__module__", None) or ""
+    return callable(fn) and (module == "torch" or module.startswith("torch.") or module == "_operator")
+
+
+def _fresh(fake, tensors: list):
+    """The metadata to make ``fake`` again (``GraphBuilder._remake``) if it is a new tensor: no grad, no
+    value held, its storage new (shared with no argument), dense, or a view of such a base; else None."""
+    if fake.requires_grad or fake.constant is not None or fake.layout is not torch.strided or fake.is_complex():
+        return None
+    if fake._is_view():
+        base = fake._base
+        made = (_fresh(base, tensors) if type(base) is FakeTensor and not base._is_view()
+                and base.dtype == fake.dtype else None)
+        if made is None:
+            return None
+        return (fake.shape, fake.stride(), fake.dtype, fake.device, (fake.storage_offset(), *made[:4]))
+    if fake.storage_offset():
+        return None
+    storage = fake.untyped_storage()
+    if storage.nbytes() != _storage_length(fake.shape, fake.stride()) * fake.element_size():
+        return None  # not the storage ``empty_strided`` would make
+    if any(t is fake or storage_of(t) == storage._cdata for t in tensors):
+        return None
+    return (fake.shape, fake.stride(), fake.dtype, fake.device, None)
+
+
+def _batch_norm_result(args: list, kwargs: dict):
+    """What ``F.batch_norm`` returns in eval mode for an input with contiguous strides and per-channel
+    statistics and affine parameters of its dtype (a new contiguous tensor of the input's shape and
+    dtype: elementwise operations over the input and the statistics, in the decomposition fake tensors
+    run, and in eager's kernel), as ``_fresh`` records it; None for any other call (dispatched as usual).
+    Its decomposition is a dozen fake dispatches the first time each shape is seen."""
+    bound = _bind(("input", "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps"),
+                  (None, None, False, 0.1, 1e-5), args, kwargs)
+    if bound is None:
+        return None
+    x, mean, var, weight, bias, training, momentum, eps = bound
+    if (training is not False or type(x) is not FakeTensor or x.dim() < 2 or x.numel() == 0
+            or x.dtype not in _NORM_DTYPES or x.layout is not torch.strided or x.constant is not None
+            or x.stride() != _contiguous_strides(x.shape) or type(momentum) not in (float, int)
+            or type(eps) not in (float, int)):
+        return None
+    for t in (mean, var, weight, bias):
+        if t is None and (t is mean or t is var):
+            return None
+        if t is not None and (type(t) is not FakeTensor or t.shape != (x.shape[1],) or t.stride() != (1,)
+                              or t.dtype != x.dtype or t.device != x.device or t.constant is not None):
+            return None
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, weight, bias)):
+        return None
+    return (x.shape, x.stride(), x.dtype, x.device, None)
+
+
+_NORM_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+
+
+def _bind(names: tuple, defaults: tuple, args: list, kwargs: dict):
+    """Arguments of a call by parameter position (``defaults`` for the last ones), or None if they do not bind."""
+    if len(args) > len(names) or any(k not in names[len(args):] for k in kwargs):
+        return None
+    first_default = len(names) - len(defaults)
+    bound = list(args)
+    for i in range(len(args), len(names)):
+        if names[i] in kwargs:
+            bound.append(kwargs[names[i]])
+        elif i >= first_default:
+            bound.append(defaults[i - first_default])
+        else:
+            return None
+    return bound
+
+
+def _contiguous_strides(shape) -> tuple:
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+#: Functions whose fake result is known from their arguments' metadata in common cases (``_propagate``).
+_RESULT_RULES = {torch.nn.functional.batch_norm: _batch_norm_result}
+
+
+def _storage_length(shape, stride) -> int:
+    """Elements a dense tensor of these sizes and strides spans (what ``empty_strided`` allocates)."""
+    if 0 in shape:
+        return 0
+    return 1 + sum((n - 1) * s for n, s in zip(shape, stride))
 
 
 def _lower(values, what: str):
