@@ -760,3 +760,27 @@ def test_unbound_local_escapes_as_eager():
         return x * z
 
     run_differential(f, torch.zeros(2))
+
+
+# -- numbers iterated or called --------------------------------------------------------------------------------
+def loop_over_a_number(x):
+    try:
+        for v in 5:
+            x = x + v
+    except TypeError as e:
+        return x + 1, str(e)
+    return x
+
+
+def call_of_none(x):
+    f = None
+    try:
+        f(x)
+    except TypeError as e:
+        return x + 1, str(e)
+    return x
+
+
+@pytest.mark.parametrize("fn", [loop_over_a_number, call_of_none], ids=lambda f: f.__name__)
+def test_type_errors_in_one_graph(fn):
+    captured_in_one_graph(fn, torch.randn(3))

@@ -7,7 +7,7 @@ from ..errors import GraphBreak
 from ..values.base import NullValue, Value
 from ..values.containers import DictValue, SequenceValue, TupleValue
 from ..values.context_managers import make_modelled
-from ..values.exceptions import is_exception_class, make_exception
+from ..values.exceptions import is_exception_class, make_exception, python_error, tp_name
 from ..values.functions import MadeFunction, UserFunctionValue
 from .ops_variables import CellRefValue, CodeConstant
 from .tracer import handles
@@ -31,6 +31,8 @@ def _made_here(tx, fn: Value, args: list[Value], kwargs: dict[str, Value]) -> Va
         return make_exception(tx, fn.as_constant(), args, kwargs, fn.source)
     if fn.is_constant() and isinstance(fn.as_constant(), type):
         return make_modelled(fn.as_constant(), args, kwargs)
+    if fn.is_constant() and type(fn.as_constant()) in (int, float, bool, complex, str, bytes, tuple, type(None)):
+        raise python_error(TypeError, f"'{tp_name(type(fn.as_constant()))}' object is not callable")
     return None
 
 

@@ -39,7 +39,15 @@ def iterator_of(tx, value: Value) -> Value:
     live = live_iterator(tx, value)  # a list, dict or set: read as it is at each next()
     if live is not None:
         return live
+    if value.is_constant() and type(value.as_constant()) in _NUMBERS:
+        from .exceptions import python_error, tp_name
+
+        raise python_error(TypeError, f"'{tp_name(type(value.as_constant()))}' object is not iterable")
     return IteratorValue(value.iterate(tx))
+
+
+#: Constants that are never iterable nor callable (their class runs no user code to say so).
+_NUMBERS = (int, float, bool, complex, type(None))
 
 
 def is_lazy(value: Value) -> bool:
