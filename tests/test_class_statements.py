@@ -469,3 +469,17 @@ def test_set_name_of_a_frame_object_runs_on_every_call():
     compiled = dynacap.optimize(frame_descriptor_in_body, backend=CountingBackend())
     results = [compiled(torch.zeros(1)).item() for _ in range(3)]
     assert results == [1.0, 2.0, 3.0] and FRAME_FIELD.seen == ["width"] * 3
+
+
+def class_attributes_added_and_read(x):
+    class K:
+        a = 1
+
+    K.zzz = 2
+    del K.a
+    return x + 1, hasattr(K, "zzz"), getattr(K, "zzz", 5), hasattr(K(), "zzz"), hasattr(K, "a"), K.__module__
+
+
+def test_attributes_set_on_a_class_made_here_are_seen_by_every_lookup():
+    d = run_differential(class_attributes_added_and_read, torch.randn(3))
+    assert d.compiles_first == 1

@@ -10,9 +10,9 @@ per trace with ``type()`` over stand-ins of those values, gives the MRO, the
 layout (``__slots__``), ``isinstance``/``issubclass`` and ``except`` matching
 exactly as CPython computes them.  The template never runs user code (no
 metaclass but ``type``, no base with its own ``__init_subclass__``; stand-ins
-have no ``__set_name__``), is never changed (``@dataclass`` swaps in a
-completed copy before anything used it, ``class_factories``), and never
-reaches the user: attributes the class owns are answered from the namespace;
+have no ``__set_name__``), changes only as the trace changes the class
+(``K.x = v``; ``@dataclass`` swaps in a completed copy before anything used
+it, ``class_factories``), and never reaches the user: attributes the class owns are answered from the namespace;
 those of real bases are read (and guarded) through the template, which reaches
 them along its MRO.  A class that escapes (returned, stored, live across a
 break, the class of an escaping instance) is made again at run time by
@@ -40,6 +40,9 @@ from .objects import _MISSING, AttributeMissing, escaped
 _TYPE_MRO = type.__dict__["__mro__"]
 _TYPE_DICT = type.__dict__["__dict__"]
 _OBJECT_INIT_SUBCLASS = object.__dict__["__init_subclass__"]
+#: Attributes of ``type`` (data descriptors) whose answer is the namespace's entry or the template's.
+_TYPE_ANSWERED = frozenset({"__name__", "__qualname__", "__module__", "__doc__", "__annotations__", "__class__",
+                            "__bases__", "__mro__"})
 
 #: id(TraceContext) -> {id(template): MadeClassValue}: how a template met as a real object maps back to its
 #: value (dropped with the context).
@@ -168,6 +171,11 @@ class MadeClassValue(ConstantValue):
         if name == "__class__":
             return ConstantValue(type(self.value))
         owner, attr = self.lookup(name)
+        meta_attr = own_dict(type).get(name)
+        if meta_attr is not None and name not in _TYPE_ANSWERED \
+                and (hasattr(type(meta_attr), "__set__") or owner is None):
+            # ``K.__dict__``, ``K.mro``, ``K.__subclasses__``: the metaclass's, not modelled here.
+            raise GraphBreak(f"attribute `{name}` of {self.describe()} (its metaclass's) is not captured")
         if owner is None:
             raise AttributeMissing(f"{self.describe()} has no attribute {name!r} (AttributeError at run time)")
         if isinstance(owner, MadeClassValue):
@@ -200,17 +208,25 @@ class MadeClassValue(ConstantValue):
         if name.startswith("__") and name.endswith("__"):
             raise GraphBreak(f"assigning `.{name}` on {self.describe()} (a special attribute) is not captured")
         owner, attr = self.lookup(name)
-        if owner is not None and not isinstance(owner, MadeClassValue) and _has(type(type(self.value)), name):
-            raise GraphBreak(f"assigning `.{name}` on {self.describe()}, a descriptor of its metaclass")
+        if owner is not None and not isinstance(owner, MadeClassValue) and owner is not self.value:
+            # Reads of it so far went (and reload at run time) through the template to the base's.
+            raise GraphBreak(f"assigning `.{name}` on {self.describe()} shadows the attribute of its base "
+                             f"{owner.__qualname__}: not captured")
+        if name in own_dict(type):
+            raise GraphBreak(f"assigning `.{name}` on {self.describe()}, an attribute of its metaclass")
         tx.ctx.mutations += 1  # a change no rollback undoes: a break before it does not resume
         self.namespace[name] = value
+        # The template follows (no user code: a plain ``type``): what reads it for real (``hasattr``,
+        # ``class_lookup``) sees the class as the trace left it.  A guard made from an earlier read through
+        # it then fails on the next call, which traces again.
+        type.__setattr__(self.value, name, _real_stand_in(value, name))
 
     def delete_attribute(self, tx, name: str) -> None:
-        if name not in self.namespace or name.startswith("__") and name.endswith("__") \
-                or name in own_dict(self.value):  # the template keeps it: lookups would find it there
+        if name not in self.namespace or name.startswith("__") and name.endswith("__"):
             raise GraphBreak(f"`del` of `.{name}` on {self.describe()}")
         tx.ctx.mutations += 1
         del self.namespace[name]
+        type.__delattr__(self.value, name)
 
     def call(self, tx, args, kwargs):
         from .instances import instantiate
