@@ -259,6 +259,19 @@ def test_a_cmp_key_that_leaves_the_graph_breaks():
     assert type(key) is type(functools.cmp_to_key(lambda a, b: 0)(1))
 
 
+KEY = functools.cmp_to_key(lambda a, b: a - b)
+
+
+def test_a_cmp_key_from_the_frame_breaks_with_eager_result():
+    """functools' C key keeps its function out of reach: sorting with it runs eagerly (once an internal error)."""
+    def fn(x):
+        return x + 1, sorted([3, 1, 2], key=KEY)
+
+    run_differential(fn, torch.randn(3))
+    with pytest.raises(dynacap.Unsupported, match=r"`functools.KeyWrapper` object, a function dynacap cannot"):
+        dynacap.optimize(fn, backend=CountingBackend(), fullgraph=True)(torch.ones(1))
+
+
 # -- lru_cache / cache ---------------------------------------------------------------------------------------------------
 def test_cache_hits_on_later_calls():
     def fn(x):

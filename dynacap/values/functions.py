@@ -382,7 +382,9 @@ class OpaqueCallableValue(Value):
         self.source = source
 
     def describe(self):
-        name = getattr(self.fn, "__qualname__", None) or getattr(self.fn, "__name__", repr(self.fn))
+        name = getattr(self.fn, "__qualname__", None) or getattr(self.fn, "__name__", None)
+        if not isinstance(name, str):  # a callable object (a cmp_to_key key): named by its class, never its address
+            return f"`{type(self.fn).__module__}.{type(self.fn).__qualname__}` object"
         module = getattr(self.fn, "__module__", None)
         return f"`{module + '.' if module and module != 'builtins' else ''}{name}`"
 
@@ -429,14 +431,10 @@ def _modelled_instance_call(tx, obj) -> Value | None:
 
 
 def _is_pure(fn) -> bool:
-    import math
-    import operator
-
     module = getattr(fn, "__module__", None) or getattr(getattr(fn, "__self__", None), "__name__", None)
     # A function behind functools.lru_cache/cache: its author promises a result that depends on the
-    # arguments only (eager reads the same cache).
-    return module in ("math", "_operator", "operator", "cmath") or fn in (math.sqrt, operator.index) \
-        or type(fn) is functools._lru_cache_wrapper
+    # arguments only (eager reads the same cache).  (No ``==`` on ``fn``: a cmp_to_key key raises there.)
+    return module in ("math", "_operator", "operator", "cmath") or type(fn) is functools._lru_cache_wrapper
 
 
 class PartialValue(Value):
