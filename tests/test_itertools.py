@@ -23,6 +23,8 @@ CASES = {
     "groupby_groups_skipped": lambda x: (x + 1, [k for k, _ in itertools.groupby([1, 1, 2, 3, 3])]),
     "groupby_stale_group": lambda x: (x + 1, [list(g) for _, g in list(itertools.groupby("aabcc"))]),
     "groupby_tensors": lambda x: [sum(g) for _, g in itertools.groupby([x, x, x * 2], key=lambda t: t.dim())],
+    "groupby_tuple_keys": lambda x: (x + 1, [(k, len(list(g))) for k, g in
+                                             itertools.groupby([(1, "a"), (1, "b"), (2, "c")], key=lambda p: (p[0],))]),
     "takewhile": lambda x: x * sum(itertools.takewhile(lambda v: v < 3, [1, 2, 5, 1])),
     "dropwhile": lambda x: x * sum(itertools.dropwhile(lambda v: v < 3, [1, 2, 5, 1])),
     "filterfalse": lambda x: x * sum(itertools.filterfalse(lambda v: v % 2 == 0, range(6))),

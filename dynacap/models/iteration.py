@@ -274,6 +274,10 @@ def _grouper(iterator, key, state, number, target):
 
 def _same_key(a, b):
     """``PyObject_RichCompareBool(a, b, Py_EQ)``: identity first, then ``==``."""
+    if type(a) is tuple and type(b) is tuple:
+        # Identical tuples are equal (their items are compared identity first): ``==`` alone is exact, and the
+        # identity of tuples made in the trace is not known.
+        return a == b
     return a is b or bool(a == b)
 
 
