@@ -207,6 +207,33 @@ def test_tuple_equality_of_traced_values():
     assert_fully_captured(fn, torch.randn(2), torch.randn(2))
 
 
+# -- Counter, ChainMap ---------------------------------------------------------------------------------------
+
+
+def test_counter_arithmetic_and_counts():
+    def fn(x):
+        c = collections.Counter(a=3, b=1)
+        d = collections.Counter(["a", "c", "c"])
+        c.subtract({"b": 2})
+        parts = (c + d, c - d, c | d, c & d, +c, -c)
+        return (x * c["a"] + c["zzz"], [sorted(p.items()) for p in parts], type(parts[0]).__name__, c.total(),
+                sorted(d.elements()), d.most_common(1), c == collections.Counter(a=3, b=-1))
+
+    assert_fully_captured(fn, torch.randn(2))
+    run_differential(fn, torch.randn(2))
+
+
+def test_chainmap_writes_go_to_the_first_map():
+    def fn(x, base):
+        child = collections.ChainMap(base).new_child({"b": 2})
+        child["a"] = 10
+        child["c"] = x
+        return x * child["a"] + base["a"], child["b"], len(child.maps), "c" in base, child.maps[0]["c"] + 1
+
+    run_differential(fn, torch.randn(2), {"a": 1})
+    assert_fully_captured(fn, torch.randn(2), {"a": 1})
+
+
 # -- copy ---------------------------------------------------------------------------------------------------
 
 
@@ -293,8 +320,6 @@ def test_copies_of_plain_objects_give_eagers_result():
                      fresh_inputs=_fresh(lambda: args[0], lambda: _Plain(args[1].t)))
 
 
-@pytest.mark.xfail(strict=False, reason="object.__new__ and iterating a frame object's __dict__ "
-                   "(requests-collections.md 8, 9)")
 def test_copies_of_plain_objects_are_one_graph():
     assert_fully_captured(_copies_of_plain_objects, torch.randn(2), _Plain(torch.randn(2)))
 

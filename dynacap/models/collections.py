@@ -113,6 +113,7 @@ TRACED = {
         "__add__", "__sub__", "__or__", "__and__", "__pos__", "__neg__", "__iadd__", "__isub__", "__ior__",
         "__iand__", "_keep_positive", "subtract", "copy", "__delitem__", "__eq__", "__ne__", "__le__", "__lt__",
         "__ge__", "__gt__")},
+    "collections.ChainMap": "pure Python over its maps",
     "dataclasses.fields": "pure Python",
     "dataclasses._is_dataclass_instance": "pure Python",
     "dataclasses.replace": "pure Python: reads the fields, calls the class",
