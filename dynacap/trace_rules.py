@@ -269,10 +269,15 @@ def name_of_code(code) -> str | None:
 
 
 def lookup(name: str) -> TraceRule | None:
-    """The rule of the longest prefix of ``name`` (by dotted parts) in the table, or None."""
+    """The rule of the longest prefix of ``name`` (by dotted parts) in the table, or None.
+
+    A ``MODEL`` rule names one function only: the code nested in the real one (its closures, such as the
+    generic function ``singledispatch`` returns) is not what the model stands for.
+    """
+    full = name
     while name:
         rule = _RULES.get(name)
-        if rule is not None:
+        if rule is not None and not (rule.rule is Rule.MODEL and name != full):
             return rule
         name = name.rpartition(".")[0]
     return None

@@ -387,3 +387,12 @@ def test_typing_constructs_are_constants_subscripted_for_real():
 
     run_differential(fn, torch.randn(3))
     assert_fully_captured(fn, torch.randn(3))
+
+
+def test_a_model_rule_names_its_function_only_not_the_code_nested_in_it():
+    """The model of ``functools.singledispatch`` answered the calls of the generic function the real one returns
+    (``singledispatch.<locals>.wrapper``): the model was called with the wrapper's arguments."""
+    model = trace_rules.lookup("torch.utils.checkpoint.checkpoint")
+    nested = trace_rules.lookup("torch.utils.checkpoint.checkpoint.<locals>.inner")
+    assert model.rule is trace_rules.Rule.MODEL
+    assert nested is not None and nested.rule is not trace_rules.Rule.MODEL
