@@ -82,6 +82,24 @@ def test_an_attribute_assigned_on_a_frame_function_is_replayed():
     assert counter.calls == 2 and torch.equal(captured, torch.full((2,), 4.0))
 
 
+def test_a_made_function_leaves_the_graph_with_its_attributes():
+    def fn(x):
+        def f(t):
+            return t + 1
+
+        f.k = 3
+        f.__name__ = "renamed"
+        f.__dict__["j"] = 4
+        return f(x), f
+
+    eager = fn(torch.ones(2))[1]
+    compiled = dynacap.optimize(fn, backend=CountingBackend(), fullgraph=True)
+    first, second = compiled(torch.ones(2))[1], compiled(torch.ones(2))[1]
+    assert first is not second and first(1) == 2
+    for made in (first, second):
+        assert (made.__name__, made.__dict__) == (eager.__name__, eager.__dict__) == ("renamed", {"k": 3, "j": 4})
+
+
 def test_function_attribute_missing_raises_attribute_error():
     def fn(x):
         def f(t):
