@@ -339,3 +339,69 @@ def test_repeated_blocks_with_batch_norm(backend):
                               torch.nn.Flatten(), torch.nn.Linear(4 * 6 * 6, 3)).eval()
     with torch.no_grad():
         run_differential(net, torch.randn(2, 4, 6, 6), backend=CountingBackend(backend))
+
+
+def _fake_facts(t):
+    return (*_metadata(t), t.is_leaf, getattr(t, "_is_param", False), t.untyped_storage().nbytes())
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.nn.Parameter(torch.randn(3, 4)),
+    lambda: torch.nn.Parameter(torch.randn(3, 4), requires_grad=False),
+    lambda: torch.randn(5),
+    lambda: torch.zeros((), dtype=torch.int64),
+    lambda: torch.randn(4, 3).t(),  # a view: described in full
+    lambda: torch.empty(4, 5).as_strided((4, 5), (1, 4)),
+    lambda: torch.nn.Parameter(torch.randn(0, 3)),
+    lambda: torch.randn(6)[2:],  # an offset into a larger storage
+])
+def test_plain_fake_is_the_converters_fake(make):
+    from dynacap.graph import GraphBuilder
+
+    t = make()
+    direct, converted = GraphBuilder(), GraphBuilder()
+    made = direct.fake_of(t)
+    assert _fake_facts(made) == _fake_facts(converted.fake_mode.from_tensor(t, static_shapes=True))
+    assert direct.fake_mode.from_tensor(t, static_shapes=True) is made  # the converter knows it
+
+
+def test_plain_fake_is_never_made_for_a_shared_storage():
+    """Tensors that share a storage keep sharing it as fakes (an in-place op through one is seen by the other)."""
+    from dynacap.graph import GraphBuilder
+
+    w = torch.randn(4, 4)
+    alias = w.view(16)
+    builder = GraphBuilder()
+    assert builder._plain_fake(w) is None
+    a, b = builder.fake_of(w), builder.fake_of(alias)
+    assert a.untyped_storage()._cdata == b.untyped_storage()._cdata
+    grad = torch.nn.Parameter(torch.randn(2))
+    grad.grad = torch.ones(2)
+    assert builder._plain_fake(grad) is None  # its fake carries a fake gradient
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_tied_and_aliased_parameters(backend):
+    class Tied(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = torch.nn.Linear(4, 4, bias=False)
+            self.b = torch.nn.Linear(4, 4, bias=False)
+            self.b.weight = self.a.weight
+            self.register_buffer("flat", torch.zeros(8))
+            self.register_buffer("head", self.flat[:4])
+
+        def forward(self, x):
+            self.head.add_(1)
+            return self.b(self.a(x)) + self.flat.sum()
+
+    torch.manual_seed(0)
+    eager = Tied()
+    torch.manual_seed(0)
+    captured = Tied()
+    opt = dynacap.optimize(captured, backend=backend)
+    x = torch.randn(2, 4)
+    for _ in range(3):
+        torch.testing.assert_close(opt(x), eager(x))
+        torch.testing.assert_close(captured.flat, eager.flat)
+    assert captured.head.untyped_storage()._cdata == captured.flat.untyped_storage()._cdata

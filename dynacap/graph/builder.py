@@ -191,9 +191,43 @@ class GraphBuilder:
             if choices is not None:
                 fake = self.shapes.fake_tensor(self.fake_mode, tensor, source, choices)
             else:
-                fake = self.fake_mode.from_tensor(tensor, static_shapes=True)
+                fake = self._plain_fake(tensor)
+                if fake is None:
+                    fake = self.fake_mode.from_tensor(tensor, static_shapes=True)
             self._fake_cache[id(tensor)] = fake
             self._faked.append(tensor)
+        return fake
+
+    def _plain_fake(self, tensor: torch.Tensor) -> FakeTensor | None:
+        """The static fake of a plain tensor (a parameter, a buffer, an input) made directly, or None.
+
+        ``from_tensor`` describes every tensor in full (views, storages shared with tensors faked
+        before, subclasses, gradients, conjugate bits...), a third of a millisecond each: a model's
+        hundreds of parameters spent more there than in the rest of their wrapping.  A dense leaf
+        tensor that is the only holder of its storage and has no grad has nothing of that; its fake
+        is made as ``from_tensor`` would and registered with the converter, so a later
+        ``from_tensor`` of it (fake mode's own conversion of a real argument) finds this one.
+        """
+        t = type(tensor)
+        if (self.shapes is not None or (t is not torch.Tensor and t is not torch.nn.Parameter)
+                or tensor.layout is not torch.strided or tensor.device.type not in ("cpu", "cuda")
+                or not tensor.is_leaf or tensor._base is not None or tensor.grad is not None
+                or tensor.storage_offset() or tensor.is_conj() or tensor.is_neg() or tensor.is_inference()
+                or tensor.is_quantized or getattr(tensor, "_is_buffer", False)
+                or torch._C._functorch.is_functorch_wrapped_tensor(tensor)):
+            return None
+        shape, stride = tensor.shape, tensor.stride()
+        storage = tensor.untyped_storage()
+        if (storage.nbytes() != _storage_length(shape, stride) * tensor.element_size()
+                or torch._C._storage_Use_Count(storage._cdata) != 2):  # this tensor and ``storage``
+            return None
+        with in_kernel_invocation_manager(self.fake_mode):
+            meta = torch.empty_strided(shape, stride, dtype=tensor.dtype, device="meta",
+                                       requires_grad=tensor.requires_grad)
+        fake = FakeTensor(self.fake_mode, meta, tensor.device)
+        if t is torch.nn.Parameter:
+            fake._is_param = True
+        self.fake_mode.fake_tensor_converter.set_tensor_memo(tensor, fake)
         return fake
 
     def example_inputs(self) -> list:
