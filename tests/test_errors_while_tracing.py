@@ -404,8 +404,8 @@ def test_close_of_a_generator_that_yields_again():
     run_differential(close_of_a_generator_that_yields_again, torch.randn(3))
 
 
-def test_a_generator_left_suspended_in_try_runs_the_frame_eagerly():
-    """Eager runs the finally when the generator is freed (the log the caller sees has it): no graph."""
+def test_a_generator_a_local_holds_is_closed_when_the_frame_returns():
+    """Eager runs the finally when the frame's teardown frees the generator (the caller's list has it)."""
     def f(x, log):
         def gen():
             try:
@@ -418,11 +418,50 @@ def test_a_generator_left_suspended_in_try_runs_the_frame_eagerly():
         v = next(g)
         return x + v
 
-    out = run_differential(f, torch.zeros(2), [])
-    assert out.backend.compiles == 0
+    run_differential(f, torch.zeros(2), [])
+    assert_fully_captured(f, torch.zeros(2), [])
     log = []
     dynacap.optimize(f, backend=CountingBackend())(torch.zeros(2), log)
     assert log == ["closed"]
+
+
+def closed_in_the_order_of_the_locals(x):
+    log = []
+
+    def gen(tag):
+        try:
+            yield 1
+        finally:
+            log.append(tag)
+
+    b = gen("b")
+    a = gen("a")
+    next(a)
+    next(b)
+    return x + 1, log
+
+
+def test_generators_closed_in_the_order_of_the_locals():
+    captured_in_one_graph(closed_in_the_order_of_the_locals, torch.zeros(2))
+
+
+def test_a_generator_freed_before_the_return_runs_the_frame_eagerly():
+    """`g = None` frees it there (its finally runs before "after"): a moment the trace does not model."""
+    def f(x, log):
+        def gen():
+            try:
+                yield 1
+            finally:
+                log.append("closed")
+
+        g = gen()
+        next(g)
+        g = None
+        log.append("after")
+        return x + 1
+
+    out = run_differential(f, torch.zeros(2), [])
+    assert out.backend.compiles == 0
 
 
 def test_a_break_while_a_generator_is_suspended_in_try_runs_the_frame_eagerly():

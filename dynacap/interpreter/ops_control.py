@@ -17,6 +17,7 @@ from ..errors import GraphBreak
 from ..values.base import Value
 from ..values.constant import ConstantValue
 from ..values.containers import DictValue, IteratorValue, SequenceValue
+from ..values.exceptions import PythonError
 from ..values.iterators import GeneratorValue, PullIterator, iterator_of
 from ..regions import protected
 from .tracer import handles
@@ -114,14 +115,63 @@ def _return_value(tx, ins):
         raise GraphBreak("returning or storing a generator made in the captured code (or a zip/map over "
                          "one) is not captured; the function runs eagerly")
     if tx.is_root and tx.ctx.unfinished_handlers():
-        raise GraphBreak(f"{tx.ctx.unfinished_handlers()[0].describe()} is left suspended inside a try or with "
-                         "block (freeing it runs its handler, at a moment the graph cannot replay); the function "
-                         "runs eagerly")
+        _close_freed_generators(tx)
     if tx.is_root and torch.is_grad_enabled() != tx.ctx.initial_grad:
         # torch.set_grad_enabled(...) called, not undone: the mode outlives the frame.
         raise GraphBreak("the function returns with the grad mode changed (torch.set_grad_enabled outside a "
                          "with block); it runs eagerly")
     tx.return_value = tx.pop()
+
+
+def _close_freed_generators(tx) -> None:
+    """Close, as the frame's teardown frees them, the generators left suspended inside a try or with block.
+
+    When the frame returns, CPython clears its locals in order; a generator held by a local of the frame
+    (and by nothing that outlives it: that would need the generator rebuilt, which breaks) is closed
+    then, its ``finally`` or ``__exit__`` run after the return value is made.  With several, each must be
+    held by one local alone (their order is the locals').  A generator no local holds was freed at a
+    moment the trace does not know: the function runs eagerly.
+    """
+    pending = tx.ctx.unfinished_handlers()
+    held = {id(g): [n for n in tx.code.co_varnames if tx.locals.get(n) is g] for g in pending}
+    elsewhere = _held_elsewhere(tx, pending) if len(pending) > 1 else set()
+    for g in pending:
+        if not held[id(g)] or len(pending) > 1 and (len(held[id(g)]) > 1 or id(g) in elsewhere):
+            raise GraphBreak(f"{g.describe()} is left suspended inside a try or with block (freeing it runs its "
+                             "handler, at a moment the graph cannot replay); the function runs eagerly")
+    for g in sorted(pending, key=lambda g: tx.code.co_varnames.index(held[id(g)][-1])):
+        try:
+            g.close(tx)
+        except PythonError as e:
+            # Eager prints it as unraisable ("Exception ignored in ..."): never the frame's handlers'.
+            raise GraphBreak(f"closing {g.describe()} when the function returns raises "
+                             f"{e.exception.cls.__name__}; the function runs eagerly") from None
+
+
+def _held_elsewhere(tx, generators: list) -> set:
+    """Ids of the generators that a container of the frame, a cell or another suspended generator's frame holds."""
+    wanted = {id(g) for g in generators}
+    found, seen = set(), set()
+
+    def scan(value):
+        if id(value) in seen:
+            return
+        seen.add(id(value))
+        items = value.items.values() if isinstance(value, DictValue) else \
+            value.items if isinstance(value, SequenceValue) else ()
+        for item in items:
+            found.update({id(item)} & wanted)
+            scan(item)
+
+    for value in tx.locals.values():
+        scan(value)
+    for box in tx.cells.values():
+        found.update({id(box.get(tx))} & wanted)
+    for g in tx.ctx.suspended_generators:
+        for value in [*g.tracer.locals.values(), *g.tracer.stack]:
+            found.update({id(value)} & wanted)
+            scan(value)
+    return found
 
 
 def _reaches_pull_iterator(value: Value, seen: set) -> bool:
