@@ -212,11 +212,12 @@ def _store_attr(tx, ins):
 @handles("DELETE_ATTR")
 def _delete_attr(tx, ins):
     """``del obj.attr`` on a plain object: replayed after the graph like ``STORE_ATTR``."""
+    from ..values.classes import MadeClassValue
     from ..values.instances import NewObjectValue
     from ..values.objects import ObjectValue, class_lookup, instance_dict, lookup_hook, readable
 
     obj, name = tx.pop(), ins.argval
-    if isinstance(obj, NewObjectValue):
+    if isinstance(obj, (NewObjectValue, MadeClassValue)):
         obj.delete_attribute(tx, name)
         return
     if not isinstance(obj, ObjectValue) or obj.source is None:
