@@ -79,7 +79,17 @@ def test_inplace_falls_back_to_the_binary_operator():
     run_differential(fn, torch.randn(3), Meters(1.0))
 
 
+class BadHint:
+    def __init__(self, hint):
+        self.hint = hint
+
+    def __length_hint__(self):
+        return self.hint
+
+
 @pytest.mark.parametrize("call", [
+    lambda x: operator.length_hint(BadHint("x")),
+    lambda x: operator.length_hint(BadHint(-1)),
     lambda x: operator.concat(1, 2),
     lambda x: operator.indexOf([1, 2], 5),
     lambda x: operator.itemgetter(),
@@ -87,7 +97,7 @@ def test_inplace_falls_back_to_the_binary_operator():
     lambda x: operator.methodcaller(3),
     lambda x: operator.getitem([1], 4),
     lambda x: operator.length_hint([], "a"),
-], ids=["concat", "indexOf", "itemgetter", "attrgetter", "methodcaller", "getitem", "length_hint"])
+], ids=["hint_not_int", "hint_negative", "concat", "indexOf", "itemgetter", "attrgetter", "methodcaller", "getitem", "length_hint"])
 def test_errors_are_the_operator_errors(call):
     def fn(x):
         try:

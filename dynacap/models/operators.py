@@ -179,7 +179,7 @@ def length_hint(obj, default=0, /):
     if value is NotImplemented:
         return default
     if not isinstance(value, int):
-        raise TypeError(f"__length_hint__ must be integer, not {type(value).__name__}")
+        raise TypeError(f"__length_hint__ must be an integer, not {type(value).__name__}")
     if value < 0:
         raise ValueError("__length_hint__() should return >= 0")
     return value
