@@ -209,7 +209,7 @@ def _(v: int):
 
 
 def test_a_generic_function_from_the_frame_is_the_real_one():
-    """Its dispatch cache is a WeakKeyDictionary the trace does not follow: a break, with eager's result."""
+    """The real one (its code is not the model's): its dispatch is not traced, a break with eager's result."""
     def fn(x):
         return x * describe(3), describe.dispatch(int)(4), describe.registry[int](1)
 

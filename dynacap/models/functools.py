@@ -208,9 +208,6 @@ MODELS = {
 TRACED = {
     "functools.lru_cache": "pure Python: checks the arguments, builds the C wrapper (a model)",
     "functools.cache": "pure Python: lru_cache(maxsize=None)",
-    # A generic function made outside the trace is the real one: its own dispatch is traced (not the model,
-    # which the rule of ``singledispatch`` would otherwise give its nested functions).
-    "functools.singledispatch.<locals>": "pure Python: the real generic function's dispatch",
     "functools.wraps": "pure Python: a partial of update_wrapper",
     "functools.update_wrapper": "pure Python: copies the wrapped function's name parts and __dict__",
     # ``total_ordering``'s generated comparisons: one call of the class's own method, then ``==``/``not``.
