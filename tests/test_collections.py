@@ -263,6 +263,21 @@ def test_copy_copy_is_shallow():
     assert_fully_captured(fn, torch.randn(2), [torch.ones(2), [1, 2]])
 
 
+def test_copies_of_deques_and_defaultdicts_keep_their_kind():
+    def fn(x):
+        q = collections.deque([x, [1]], maxlen=3)
+        r = copy.copy(q)
+        r.append(2)
+        d = copy.copy(collections.defaultdict(list))
+        d["a"].append(1)
+        s = copy.deepcopy(q)
+        return (len(q), list(r), r[1] is q[1], r.maxlen, dict(d), type(d).__name__, s[1] is q[1], s.maxlen,
+                s[0] + 1, type(s).__name__)
+
+    assert_fully_captured(fn, torch.randn(2))
+    run_differential(fn, torch.randn(2))
+
+
 def test_deepcopy_of_a_non_leaf_raises_as_in_eager():
     def fn(x):
         y = x * 2

@@ -97,8 +97,8 @@ def copy(x):
     cls = type(x)
     if _atomic(cls) or cls in (tuple, frozenset) or issubclass(cls, type):
         return x
-    if cls in (list, dict, set, bytearray):
-        return x.copy()
+    if cls in (list, dict, set, bytearray) or cls is collections.deque or cls is collections.defaultdict:
+        return x.copy()  # the dispatch table's, and deque's and defaultdict's __copy__
     if cls is collections.OrderedDict:
         return _rebuilt_dict(x, None)
     copier = getattr(cls, "__copy__", None)

@@ -156,6 +156,11 @@ class DequeClassValue(Value):
     def real_object(self):
         return collections.deque
 
+    def getattr(self, tx, name):
+        if name in ("__name__", "__qualname__", "__module__", "__doc__", "__mro__", "__bases__"):
+            return ConstantValue(getattr(collections.deque, name))
+        return super().getattr(tx, name)
+
     def call(self, tx, args, kwargs):
         from .objects import all_items
 
