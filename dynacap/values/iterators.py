@@ -154,13 +154,13 @@ class GeneratorValue(PullIterator):
         """
         if self.done:
             return None
-        if sent is not None and self.tracer.yielded:
-            self.tracer.stack[-1] = sent  # what the suspended `yield` evaluates to
         if self.broken:
             raise GraphBreak(f"{self.describe()} broke the capture earlier")
         if self.running:
             raise GraphBreak(f"{self.describe()} asks itself for its next item (ValueError at run time)")
         frame = self.tracer
+        if sent is not None and frame.yielded:
+            frame.stack[-1] = sent  # what the suspended `yield` evaluates to
         # The consumer is the generator's caller now: user stacks and inlining depth follow it.
         frame.parent = tx
         pulled = len(frame.yielded)
