@@ -114,6 +114,28 @@ def test_deque_live_across_a_graph_break_is_a_real_deque():
     run_differential(fn, torch.randn(2))
 
 
+def test_deque_loop_sees_its_changes():
+    def fn(x):
+        q = collections.deque([1, 2, 3])
+        out = []
+        try:
+            for v in q:
+                out.append(v)
+                if v == 2:
+                    q.append(4)       # the next step raises: deque mutated during iteration
+        except RuntimeError as e:
+            out.append(str(e))
+        r = collections.deque([1, 2])
+        for v in r:
+            r.reverse()               # neither moves CPython's iterator on: no error
+            r[0] = 7
+            out.append(v)
+        return x + 1, out, list(r)
+
+    assert_fully_captured(fn, torch.randn(2))
+    run_differential(fn, torch.randn(2))
+
+
 def test_deque_concatenation_still_breaks_with_eagers_result():
     def fn(x):
         q = collections.deque([x])

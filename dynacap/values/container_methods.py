@@ -57,7 +57,7 @@ class ItemsMethodValue(Value):
             raise from_real(e, f"{kind}.{self.name}() raised {type(e).__name__}: {e} (at run time too)") from None
         if self.name in READING:
             return self.owner.like_items(result)
-        self.owner.mutate_items(tx, real)
+        self.owner.mutate_items(tx, real, self.name, passed)
         return as_value(result)
 
 
@@ -110,7 +110,7 @@ def _comparing(tx, owner, name: str, args, kwargs, what: str) -> Value:
                 return ConstantValue(i)
             real = owner.real_items()
             del real[i]
-            owner.mutate_items(tx, real)
+            owner.mutate_items(tx, real, name, [target])
             return ConstantValue(None)
     # The message of the real method missing the item ("list.remove(x): x not in list", "3 is not in deque").
     probe = target.as_constant() if target.is_constant() else object()

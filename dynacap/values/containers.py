@@ -273,7 +273,7 @@ class ListValue(SequenceValue):
         """A real list of the item values, for a method run for real (``container_methods``)."""
         return list(self.items)
 
-    def mutate_items(self, tx, real: list) -> None:
+    def mutate_items(self, tx, real: list, method: str = "", args=()) -> None:
         """The items a method run for real left in ``real``."""
         self.mutate(tx, "a list method")
         self.items = real
@@ -378,7 +378,7 @@ class DictValue(Value):
             return collections.defaultdict(None, self.items)
         return self.dict_type(self.items)
 
-    def mutate_items(self, tx, real: dict) -> None:
+    def mutate_items(self, tx, real: dict, method: str = "", args=()) -> None:
         """The items a method run for real left in ``real``, in its order."""
         self.mutate(tx)
         self.items = dict(real)

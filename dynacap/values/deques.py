@@ -15,6 +15,7 @@ from ..errors import GraphBreak
 from .base import Value
 from .constant import ConstantValue
 from .containers import FrameItems, SequenceValue
+from .live_iterators import LiveIteratorValue
 
 #: deque methods (``container_methods`` runs them on a real deque of the values).
 _METHODS = frozenset({"append", "appendleft", "extend", "extendleft", "pop", "popleft", "rotate", "reverse",
@@ -28,11 +29,14 @@ class DequeValue(SequenceValue):
         super().__init__(items, source)
         self.maxlen = maxlen
         self.mutated = False
+        #: CPython's ``deque->state``: bumped by each change of the items' places (not by ``reverse`` nor an
+        #: item assignment), which an iterator made before then sees (``DequeIteratorValue``).
+        self.state = 0
 
     @classmethod
     def from_frame(cls, frame_items: FrameItems, maxlen: int | None = None):
         value = super().from_frame(frame_items)
-        value.maxlen, value.mutated = maxlen, False
+        value.maxlen, value.mutated, value.state = maxlen, False, 0
         return value
 
     def describe(self):
@@ -60,9 +64,14 @@ class DequeValue(SequenceValue):
     def real_items(self) -> collections.deque:
         return collections.deque(self.items, self.maxlen)
 
-    def mutate_items(self, tx, real: collections.deque) -> None:
+    def mutate_items(self, tx, real: collections.deque, method: str = "", args=()) -> None:
         self.mutate(tx)
         self.items = list(real)
+        if method != "reverse" and not (method in ("extend", "extendleft") and not args[0]):
+            self.state += 1
+
+    def live_iterator(self, tx) -> "DequeIteratorValue":
+        return DequeIteratorValue(self)
 
     def like_items(self, real) -> "DequeValue":
         return DequeValue(list(real), maxlen=real.maxlen)
@@ -89,7 +98,7 @@ class DequeValue(SequenceValue):
             from .exceptions import from_real
 
             raise from_real(e) from None
-        self.mutate_items(tx, real)
+        self.mutate_items(tx, real, "reverse")  # an item replaced in place: no iterator notices
 
     def delitem(self, tx, index):
         real = self.real_items()
@@ -133,6 +142,35 @@ class DequeValue(SequenceValue):
             cg.append("PRECALL", 1 + len(args))
             cg.append("CALL", 1 + len(args))
             cg.append("POP_TOP")
+
+
+class DequeIteratorValue(LiveIteratorValue):
+    """``iter(q)``: the items by position, while the deque's ``state`` is the one it was made with; after a
+    change every ``next()`` raises ``RuntimeError: deque mutated during iteration`` (even once exhausted)."""
+
+    def __init__(self, deque: DequeValue):
+        super().__init__(deque)
+        self.state = deque.state
+
+    @property
+    def items(self) -> list[Value]:
+        return self.container.items
+
+    @items.setter
+    def items(self, items) -> None:
+        raise GraphBreak("an iterator over a deque cannot be given other items")
+
+    def check_unchanged(self) -> None:
+        if self.container.state != self.state:
+            raise GraphBreak("an iterator over a deque changed since it was made is used after the graph")
+
+    def next_item(self, tx) -> Value | None:
+        if self.container.state != self.state:
+            from .exceptions import python_error
+
+            raise python_error(RuntimeError, "deque mutated during iteration",
+                               reason="deque mutated during iteration (RuntimeError at run time)")
+        return super().next_item(tx)
 
 
 class DequeClassValue(Value):
