@@ -217,4 +217,5 @@ def live_iterator(tx, value: Value) -> IteratorValue | None:
         return DictIteratorValue(value)
     if type(value) is SetValue and not value.frozen:
         return SetIteratorValue(value, tx)
-    return None
+    own = getattr(value, "live_iterator", None)  # a deque (values.deques): its own, with CPython's state check
+    return own(tx) if own is not None else None
