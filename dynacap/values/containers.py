@@ -29,11 +29,12 @@ def load_existing(container: Value, cg) -> bool:
 
 
 def holds_mutable(value: Value) -> bool:
-    """Whether ``value`` is or holds (in tuples) a list, dict or set: evaluating on its ``as_constant()``
+    """Whether ``value`` is or holds (in tuples) a list, dict, set or deque: evaluating on its ``as_constant()``
     would work on a copy, losing mutations and identity (``(l,) + (2,)`` must still hold ``l``)."""
+    from .deques import DequeValue
     from .sets import SetValue
 
-    if isinstance(value, (ListValue, DictValue, SetValue)):
+    if isinstance(value, (ListValue, DictValue, SetValue, DequeValue)):
         return True
     return isinstance(value, SequenceValue) and any(holds_mutable(i) for i in value.items)
 
