@@ -82,6 +82,40 @@ def test_an_attribute_assigned_on_a_frame_function_is_replayed():
     assert counter.calls == 2 and torch.equal(captured, torch.full((2,), 4.0))
 
 
+def test_a_frame_function_dict_changed_in_the_trace_answers_later_reads():
+    """``fn.__dict__[k] = v`` then ``fn.k``: the trace reads the changed dict; the caller sees both writes."""
+    def fn(x):
+        counter.__dict__["k"] = counter.k + 1
+        seen = counter.k
+        counter.j = 5
+        return x * seen, counter.j, sorted(counter.__dict__)
+
+    results = []
+    for compiled in (False, True):
+        counter.k = 1
+        counter.__dict__.pop("j", None)
+        call = dynacap.optimize(fn, backend=CountingBackend(), fullgraph=True) if compiled else fn
+        out = call(torch.ones(2))
+        results.append((out[0].tolist(), out[1:], dict(counter.__dict__)))
+    assert results[0] == results[1]
+    assert results[1][0] == [2.0, 2.0] and results[1][2]["k"] == 2 and results[1][2]["j"] == 5
+
+
+def test_a_frame_function_dict_read_after_an_attribute_write_breaks():
+    """The attribute is replayed after the graph: the dict read in between would miss it."""
+    def fn(x):
+        counter.m = 3
+        return x + 1, sorted(counter.__dict__)
+
+    counter.__dict__.pop("m", None)
+    eager = fn(torch.ones(1))[1]
+    counter.__dict__.pop("m", None)
+    with pytest.raises(dynacap.Unsupported, match="whose attributes were assigned while capturing"):
+        dynacap.optimize(fn, backend=CountingBackend(), fullgraph=True)(torch.ones(1))
+    counter.__dict__.pop("m", None)
+    assert dynacap.optimize(fn, backend=CountingBackend())(torch.ones(1))[1] == eager
+
+
 def test_a_made_function_leaves_the_graph_with_its_attributes():
     def fn(x):
         def f(t):

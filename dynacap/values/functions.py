@@ -75,6 +75,16 @@ class UserFunctionValue(Value):
                 if stored is DELETED:
                     raise GraphBreak(f"attribute `.{name}` of {self.describe()} was deleted while capturing")
                 return stored
+            namespace = self._frame_namespace(tx)
+            if namespace is not None and name not in _FUNCTION_DESCRIPTORS:
+                # ``fn.__dict__`` was read in this trace (and may have changed there): it answers.
+                if name in namespace.items:
+                    return namespace.items[name]
+                if name in self.fn.__dict__:
+                    raise GraphBreak(f"attribute `.{name}` of {self.describe()} was deleted from its __dict__ "
+                                     "while capturing")
+            if name == "__dict__" and any(key[0] == id(self.fn) for key in tx.ctx.attribute_overrides):
+                raise GraphBreak(f"`.__dict__` of {self.describe()}, whose attributes were assigned while capturing")
         if made is not None and name in self.assigned:
             return self.assigned[name]
         if name in _NAME_SLOTS:
@@ -111,6 +121,11 @@ class UserFunctionValue(Value):
         if self.made is None:
             if self.source is None or not self.identity_known:
                 super().setattr(tx, name, value)
+            namespace = self._frame_namespace(tx)
+            if namespace is not None and name not in _FUNCTION_DESCRIPTORS:
+                namespace.mutate(tx)  # its final contents are written back after the graph
+                namespace.items[name] = value
+                return
             tx.record_setattr(self, name, value)  # replayed on the real function after the graph
             return
         if name == "__annotations__":
@@ -123,6 +138,13 @@ class UserFunctionValue(Value):
             namespace = self._namespace()
             namespace.mutate(tx)
             namespace.items[name] = value
+
+    def _frame_namespace(self, tx):
+        """A frame function's ``__dict__`` as this trace holds it once read (``fn.__dict__``), else None."""
+        from .containers import DictValue
+
+        namespace = tx.ctx.containers.get(id(self.fn.__dict__))
+        return namespace if isinstance(namespace, DictValue) else None
 
     def _namespace(self):
         """The ``__dict__`` of a function made while tracing: its attributes, assigned in the trace."""
@@ -191,6 +213,9 @@ class UserFunctionValue(Value):
 _NAME_SLOTS = ("__name__", "__qualname__", "__module__", "__doc__")
 #: Parts of a function from the frame read through their source (containers the trace may read or change).
 _FRAME_FUNCTION_PARTS = ("__dict__", "__annotations__", "__defaults__", "__kwdefaults__")
+#: Names a function's type answers before its ``__dict__`` (data descriptors: slots and getsets).
+_FUNCTION_DESCRIPTORS = frozenset(name for name, attr in vars(types.FunctionType).items()
+                                  if hasattr(attr, "__set__") or hasattr(attr, "__delete__"))
 #: Parts whose assignment would change what the trace inlines: a break.
 _FIXED_PARTS = ("__code__", "__defaults__", "__kwdefaults__", "__dict__", "__closure__", "__globals__")
 
