@@ -89,14 +89,24 @@ def node_effect(node: torch.fx.Node, external: set, module: torch.nn.Module | No
     """The class of ``node``; ``external``: storages of the graph's inputs, parameters and buffers.
 
     ``module``: the layer of a ``call_module`` node (None: unknown, a mutation); ``result``: the node's
-    fake result (default: its ``example_value``).
+    fake result (default: its ``example_value``).  The class is kept in the node's ``meta`` while its
+    target and arguments are the same objects (the builder classifies each node as it is made; codegen
+    and the compiled graph's wrapper ask again for every node): ``external`` only grows during a trace,
+    and a node reads tensors that existed before it.
     """
+    known = node.meta.get(_EFFECT)
+    if known is not None and known[1] is node.target and known[2] is node.args and known[3] is node.kwargs:
+        return known[0]
     effect = _effect(node, external, module)
     if effect == RANDOM and not all(t.device.type in _SAVED_GENERATORS for t in
                                     _tensor_args(node) + _tensors_in(node.meta.get("example_value")
                                                                      if result is None else result)):
-        return MUTATES
+        effect = MUTATES
+    node.meta[_EFFECT] = (effect, node.target, node.args, node.kwargs)
     return effect
+
+
+_EFFECT = "dynacap_effect"
 
 
 def may_raise(node: torch.fx.Node) -> bool:

@@ -70,10 +70,14 @@ class GuardSet:
         """``source.expr()``, computed once per source object (a module parameter's takes ~5 µs and is
         wanted by several guards and their descriptions).  Sources are immutable and the memo holds
         each one it was asked about, so its id names that one source while the set lives."""
+        return self._known(source)[1]
+
+    def _known(self, source: Source) -> list:
+        """``[source, its expression, its constants or None until asked]``, memoised by ``id(source)``."""
         known = self._exprs.get(id(source))
         if known is None or known[0] is not source:
-            known = self._exprs[id(source)] = (source, source.expr())
-        return known[1]
+            known = self._exprs[id(source)] = [source, source.expr(), None]
+        return known
 
     def _const(self) -> str:
         name = f"___c{self._counter}"
@@ -87,16 +91,19 @@ class GuardSet:
         Objects are bound as constants of the compiled check, so ``{name}``
         in the template becomes a reference to the object, not its repr.
         """
-        names = {key: self._const() for key in objects}
-        expr = template.format(s=self._expr(source) if source is not None else "", **names)
-        key = expr
-        for k, n in names.items():
-            key = key.replace(n, f"<{k}:{id(objects[k])}>")
+        known = self._known(source) if source is not None else None
+        text = known[1] if known is not None else ""
+        # Equal guards are found before anything is formatted: most guards a trace asks for are repeats.
+        key = (template, text, *[(k, id(obj)) for k, obj in objects.items()]) if objects else (template, text)
         if key in self._guards:
             return
+        names = {key: self._const() for key in objects}
+        expr = template.format(s=text, **names)
         constants = {names[k]: obj for k, obj in objects.items()}
-        if source is not None:
-            constants.update(source.constants())
+        if known is not None:
+            if known[2] is None:
+                known[2] = source.constants()
+            constants.update(known[2])
         self._guards[key] = Guard(kind, source, expr, constants, description or expr, template, objects, op)
 
     def id_match(self, source: Source, obj) -> None:
