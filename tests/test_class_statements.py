@@ -482,3 +482,23 @@ def class_attributes_added_and_read(x):
 def test_attributes_set_on_a_class_made_here_are_seen_by_every_lookup():
     d = run_differential(class_attributes_added_and_read, torch.randn(3))
     assert d.compiles_first == 1
+
+
+def class_attribute_deleted(x):
+    class Base:
+        a = 1
+
+    class K(Base):
+        a = 2
+
+    del K.a
+    try:
+        del K.a
+    except AttributeError:
+        missing = True
+    return x + K.a, hasattr(K, "a"), missing
+
+
+def test_deleting_a_class_attribute_shows_the_base_one():
+    d = run_differential(class_attribute_deleted, torch.randn(3))
+    assert d.compiles_first == 1

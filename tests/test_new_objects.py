@@ -636,6 +636,37 @@ def test_slots_objects_escaping_are_built_at_run_time():
     assert type(d) is SlottedWithDict and d.a == 2 and d.extra == 3 and vars(d) == {"extra": 3}
 
 
+class WithDeleter:
+    def __init__(self):
+        self._v = 1
+
+    @property
+    def v(self):
+        return self._v
+
+    @v.setter
+    def v(self, value):
+        self._v = value * 2
+
+    @v.deleter
+    def v(self):
+        self._v = 0
+
+
+def _through_descriptors(x):
+    p = WithDeleter()
+    p.v = 5
+    doubled = p.v
+    del p.v
+    return x + doubled + p.v
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_property_setter_and_deleter_on_new_objects(backend):
+    d = run_differential(_through_descriptors, torch.randn(3), backend=CountingBackend(inner=backend))
+    assert d.compiles_first == 1
+
+
 class Meta(type):
     pass
 
@@ -680,10 +711,6 @@ class Fallback:
 
     def __getattr__(self, k):
         return 0
-
-
-class Pair(tuple):
-    pass
 
 
 class Failure(Exception):
@@ -799,13 +826,13 @@ def test_own_new_through_super_has_eager_result():
 @pytest.mark.parametrize("cls, why", [
     (CallingMeta, "metaclass CallingMeta has its own __call__"),
     (WithLookupMeta, "metaclass LookupMeta has its own attribute lookup"),
-    (Pair, "built-in class tuple"), (Layer, "torch.nn"), (Finalized, "__del__"),
+    (Layer, "torch.nn"), (Finalized, "__del__"),
 ], ids=lambda v: v.__name__ if isinstance(v, type) else None)
 def test_unsupported_classes_break_with_a_reason(cls, why):
     cls = WithCallingMeta if cls is CallingMeta else cls
 
     def make(x):
-        obj = cls(x) if cls not in (Pair, Layer) else cls()
+        obj = cls(x) if cls is not Layer else cls()
         return x + 1, type(obj).__name__
 
     run_differential(make, torch.randn(3))
@@ -974,9 +1001,9 @@ def _calls_closure_logged(x):
     return ClosureLogged(x, 3).t + 1
 
 
-@pytest.mark.xfail(reason="a list in a method's closure is mutated unsourced, never replayed (requests-creation "
-                          "W1, tracer.inline_call)", strict=False)
 def test_a_list_in_a_methods_closure_is_changed_as_eager():
+    """Was a wrong result (requests-creation W1): the list, read through the method's closure without a source,
+    was taken for a list of the trace and its append never replayed."""
     CLOSURE_LOG.clear()
-    run_differential(_calls_closure_logged, torch.randn(3))
+    run_differential(_calls_closure_logged, torch.randn(3), check_cache=False)  # the list's contents are guarded
     assert CLOSURE_LOG == [3, 3, 3]

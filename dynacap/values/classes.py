@@ -222,8 +222,16 @@ class MadeClassValue(ConstantValue):
         type.__setattr__(self.value, name, _real_stand_in(value, name))
 
     def delete_attribute(self, tx, name: str) -> None:
-        if name not in self.namespace or name.startswith("__") and name.endswith("__"):
-            raise GraphBreak(f"`del` of `.{name}` on {self.describe()}")
+        if name.startswith("__") and name.endswith("__"):
+            raise GraphBreak(f"`del` of `.{name}` on {self.describe()} (a special attribute) is not captured")
+        if name not in self.namespace:
+            if name in own_dict(self.value) or name in own_dict(type):
+                raise GraphBreak(f"`del` of `.{name}` on {self.describe()}")
+            from .exceptions import python_error
+
+            raise python_error(AttributeError, f"type object {self.value.__name__!r} has no attribute {name!r}",
+                               reason=f"`del` of `.{name}`: {self.describe()} has no attribute {name!r} of its own "
+                                      "(AttributeError at run time)")
         tx.ctx.mutations += 1
         del self.namespace[name]
         type.__delattr__(self.value, name)

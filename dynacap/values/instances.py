@@ -134,7 +134,7 @@ _OPEN: dict[int, list[_Instantiation]] = {}
 
 def instantiate(tx, cls_value: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:
     """``cls(*args, **kwargs)`` for a plain user class: a new object, its ``__init__`` inlined."""
-    from .subclasses import make_namedtuple, namedtuple_fields
+    from .subclasses import make_namedtuple, make_tuple_object, namedtuple_fields, plain_tuple_class
 
     from .class_factories import class_factory
     from .classes import MadeClassValue
@@ -145,6 +145,8 @@ def instantiate(tx, cls_value: Value, args: list[Value], kwargs: dict[str, Value
         return made_here
     if namedtuple_fields(cls) is not None:
         return make_namedtuple(tx, cls_value, args, kwargs)
+    if plain_tuple_class(cls):
+        return make_tuple_object(tx, cls_value, args, kwargs)  # ``class Pair(tuple)``: a tuple value of the class
     if issubclass(type(cls), enum.EnumMeta) and len(args) == 1 and not kwargs \
             and type.__dict__["__dict__"].__get__(cls).get("_member_map_"):
         from .enums import lookup_member
@@ -357,7 +359,10 @@ class NewObjectValue(ObjectValue):
         cls = type(self.obj)
         attr = class_lookup(cls, name)
         if attr is not _MISSING and _is_data_descriptor(attr) and not _is_slot(cls, attr):
-            raise GraphBreak(f"assigning `.{name}` on {self.describe()}, a {type(attr).__name__} of its class")
+            from .descriptor_protocol import set_through_descriptor
+
+            set_through_descriptor(tx, self, name, attr, value)  # a property's setter, a Python __set__
+            return
         if attr is _MISSING or not _is_slot(cls, attr):
             if not cls.__dictoffset__:
                 from .exceptions import python_error
@@ -376,13 +381,19 @@ class NewObjectValue(ObjectValue):
             record.fresh += record.open
 
     def delete_attribute(self, tx, name: str) -> None:
-        """``del obj.name``: the attribute leaves the trace's ``__dict__`` (a class attribute then shows)."""
+        """``del obj.name``: the attribute leaves the trace's ``__dict__`` (a class attribute then shows); a
+        data descriptor of the class (a property's deleter, a Python ``__delete__``) decides instead."""
+        attr = class_lookup(type(self.obj), name)
+        if attr is not _MISSING and _is_data_descriptor(attr):
+            if _is_slot(type(self.obj), attr):
+                raise GraphBreak(f"`del` of the slot `.{name}` on {self.describe()}")
+            from .descriptor_protocol import delete_through_descriptor
+
+            delete_through_descriptor(tx, self, name, attr)
+            return
         if name not in self.attrs:
             raise GraphBreak(f"`del` of `.{name}`: {self.describe()} has no instance attribute {name!r} "
                              "(AttributeError at run time)")
-        attr = class_lookup(type(self.obj), name)
-        if attr is not _MISSING and _is_data_descriptor(attr):
-            raise GraphBreak(f"`del` of `.{name}` on {self.describe()}, a {type(attr).__name__} of its class")
         self._changed(tx)
         del self.attrs[name]
 
