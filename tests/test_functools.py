@@ -116,6 +116,17 @@ def test_a_frame_function_dict_read_after_an_attribute_write_breaks():
     assert dynacap.optimize(fn, backend=CountingBackend())(torch.ones(1))[1] == eager
 
 
+def test_what_every_function_has_is_never_missing():
+    """``f.__call__`` of a function made in the trace is no AttributeError (a break, with eager's answer)."""
+    def fn(x):
+        def f(t):
+            return t
+
+        return x + 1, hasattr(f, "__call__"), hasattr(f, "__globals__")
+
+    run_differential(fn, torch.randn(3))
+
+
 def test_a_made_function_leaves_the_graph_with_its_attributes():
     def fn(x):
         def f(t):

@@ -101,6 +101,8 @@ class UserFunctionValue(Value):
                 return namespace
             if name in namespace.items:
                 return namespace.items[name]
+            if hasattr(self.fn, name):  # what every function has (``__call__``, ``__globals__``...)
+                raise GraphBreak(f"attribute `.{name}` of {self.describe()}")
             from .exceptions import python_error
 
             raise python_error(AttributeError, f"'function' object has no attribute {name!r}",
