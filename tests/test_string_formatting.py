@@ -14,6 +14,7 @@ CASES = {
     "join_generator": lambda x: (x + 1, ",".join(str(i) for i in range(4))),
     "join_traced_items": lambda x: (x + 1, "x".join([str(d) for d in x.shape] + [x.dtype.__repr__()[6:]])),
     "join_map": lambda x: (x * 2, "-".join(map(str, [1, 2.5, None]))),
+    "join_list_iterator": lambda x: (x + 1, "".join(iter(["a", "b"]))),
     "join_dict_keys": lambda x: (x - 1, "/".join({"a": x, "b": 2})),
     "format_specs_on_sizes": lambda x: (x + 1, f"{x.shape[0]:>4}|{x.numel():03d}|{x.dim()!r}|{x.shape[0] / 3:.2f}"),
     "format_method": lambda x: (x + 1, "{}/{:>3}/{k:.1e}".format(x.shape[0], "b", k=2.5), "{0}{0}".format("z")),

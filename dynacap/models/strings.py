@@ -5,7 +5,7 @@ from __future__ import annotations
 
 def join(separator, iterable):
     """``str.join``: the items taken at once (``PySequence_Fast``), each one a str, then joined."""
-    items = iterable if type(iterable) in (list, tuple) else list(iterable)
+    items = list(iterable)  # an exact list or tuple is read as it is: the same items
     for i, item in enumerate(items):
         if not isinstance(item, str):
             raise TypeError(f"sequence item {i}: expected str instance, {type(item).__name__} found")
