@@ -502,3 +502,18 @@ def class_attribute_deleted(x):
 def test_deleting_a_class_attribute_shows_the_base_one():
     d = run_differential(class_attribute_deleted, torch.randn(3))
     assert d.compiles_first == 1
+
+
+def class_getitem(x, log):
+    class K:
+        def __class_getitem__(cls, item):
+            log.append(item.__name__)
+            return cls.__name__, item
+
+    return x + 1, K[int]
+
+
+def test_class_getitem_is_traced_not_run_while_capturing():
+    d = run_differential(class_getitem, torch.randn(3), [])
+    assert d.compiles_first == 1
+    assert all(o.inputs[0][1] == ["int"] for o in d.captured)

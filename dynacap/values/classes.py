@@ -241,6 +241,18 @@ class MadeClassValue(ConstantValue):
 
         return instantiate(tx, self, args, kwargs)
 
+    def getitem(self, tx, index):
+        """``K[item]``: the class's ``__class_getitem__`` (an implicit classmethod), traced."""
+        owner, hook = self.lookup("__class_getitem__")
+        if not isinstance(owner, MadeClassValue):
+            raise GraphBreak(f"indexing {self.describe()}" + ("" if owner is None else
+                                                              f" through {owner.__qualname__}.__class_getitem__"))
+        function = hook.function if isinstance(hook, StaticMethodValue) else hook
+        return call_accessor(tx, function, [self, index])
+
+    def iterate(self, tx):
+        raise GraphBreak(f"iterating over {self.describe()} (its metaclass's __iter__)")
+
     def reconstruct(self, cg) -> None:
         if self.not_rebuilt is not None:
             raise GraphBreak(f"{self.describe()} cannot be made again after the graph: {self.not_rebuilt}")
