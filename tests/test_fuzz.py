@@ -34,10 +34,7 @@ from fuzz.runner import run_program
 CI_SEED = 7_009_000  # the first 125 seeds from here use every production (with copy_calls on and off)
 CI_PROGRAMS = 125  # the issue-8 families take longer: 125 programs take about what 200 of grammar v1 took
 #: production -> why it is off in the CI run (a finding not fixed yet in dynacap).
-KNOWN_ENGINE_BUGS: dict[str, str] = {
-    "copy_calls": "F11: copy.deepcopy of a set, Counter or __slots__ object raises TypeError under capture "
-                  "(models/copying.py gives the real copy._reconstruct its own memo; /work/coord/requests-fuzz.md R1)",
-}
+KNOWN_ENGINE_BUGS: dict[str, str] = {}
 
 
 def test_fuzz_ci_run():
