@@ -709,3 +709,20 @@ def test_dict_of_a_mapping_reads_its_keys_not_pairs():
 
     assert_fully_captured(bad, torch.randn(4))
     run_differential(bad, torch.randn(4))
+
+
+def test_enumerate_over_a_list_the_loop_changes_and_over_an_iterator():
+    def f(x):
+        xs = [1, 2]
+        out = 0
+        for i, v in enumerate(xs):
+            if i == 0:
+                xs.append(5)  # eager's enumerate sees it
+            out += v
+        it = iter([1, 2, 3])
+        e = enumerate(it)
+        first = next(e)
+        return x + out + first[1] * 10 + next(it)  # enumerate took one item of `it`, no more
+
+    assert_fully_captured(f, torch.randn(4))
+    run_differential(f, torch.randn(4))

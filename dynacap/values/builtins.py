@@ -380,8 +380,10 @@ def _enumerate(tx, args, kwargs):
     if args:
         args = [_pulled(tx, args[0]), *args[1:]]
     start = kwargs.get("start", args[1] if len(args) > 1 else ConstantValue(0)).as_constant()
-    if is_lazy(args[0]):
-        return EnumerateValue(args[0], start)
+    if is_lazy(args[0]) or not _fixed(args[0]):
+        # Pulled one item at a time, as eager's enumerate: a list is read as it is at each step, an
+        # iterator keeps what enumerate did not take (requested by exceptions: a wrong result).
+        return EnumerateValue(iterator_of(tx, args[0]), start)
     rows = [TupleValue([ConstantValue(start + i), v]) for i, v in enumerate(args[0].iterate(tx))]
     return _rows_iterator(rows, args[:1])
 

@@ -343,6 +343,10 @@ def _bound_method(tx, obj, source) -> Value:
     self_value = wrap(tx, owner, AttrSource(source, "__self__"))
     if isinstance(obj, types.MethodType):
         function = wrap(tx, obj.__func__, AttrSource(source, "__func__"))
+        if isinstance(function, TorchValue) and type(obj.__func__) is types.FunctionType:
+            # A method of torch's own Python (the ``clone`` a ``no_grad`` decorator calls, reached through a
+            # closure cell): called by its trace rule, as the same method reached without a source is.
+            function = UserFunctionValue(obj.__func__, AttrSource(source, "__func__"))
         if isinstance(function, UserFunctionValue):
             return BoundMethodValue(function, self_value, source)
         return OpaqueCallableValue(obj, source)
