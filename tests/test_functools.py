@@ -429,3 +429,18 @@ def test_backends(backend):
 
     out = run_differential(fn, torch.randn(3), backend=CountingBackend(backend))
     assert out.compiles_first == 1
+
+
+@pytest.mark.parametrize("k", [1.0, 1, True])
+def test_a_cache_keys_a_lone_int_or_str_by_itself(k):
+    """CPython's key of one int or str argument is the bare value: ``sq(1)`` then ``sq(1.0)`` is a miss, ``sq(1.0)``
+    then ``sq(True)`` a hit (the model's tuple keys made all three one key: fuzz seed 8000269)."""
+    def fn(x, k):
+        @functools.cache
+        def sq(v):
+            return v * 2
+
+        n = sq(1) + sq(k) + sq(True) + sq("a" if k else "b").count("a")
+        return x * n, n, sq.cache_info().misses, sq.cache_info().hits
+
+    run_differential(fn, torch.ones(2), k)

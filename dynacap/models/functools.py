@@ -116,6 +116,9 @@ def lru_cache_wrapper(user_function, maxsize, typed, cache_info_type):
 
 def _make_key(args, kwargs, typed):
     """A key equal where ``functools._make_key``'s is: the arguments, keyword order, and types when ``typed``."""
+    if not kwargs and not typed and len(args) == 1 and type(args[0]) in (int, str):
+        # CPython's short path: the bare int or str, never equal to the key of ``1.0`` or ``True``.
+        return args[0]
     if typed:
         return args, tuple(kwargs.items()), tuple([type(v) for v in args]), tuple([type(v) for v in kwargs.values()])
     return args, tuple(kwargs.items())
