@@ -726,3 +726,27 @@ def test_enumerate_over_a_list_the_loop_changes_and_over_an_iterator():
 
     assert_fully_captured(f, torch.randn(4))
     run_differential(f, torch.randn(4))
+
+
+def test_super_init_of_a_user_exception_sets_its_args():
+    class CodeError(ValueError):
+        def __init__(self, code):
+            super().__init__(f"code {code}")
+            self.code = code
+
+    def f(x):
+        try:
+            raise CodeError(3)
+        except CodeError as e:
+            return x + e.code, str(e), e.args
+
+    assert_fully_captured(f, torch.randn(4))
+    run_differential(f, torch.randn(4))
+
+
+def test_percent_format_with_a_dict_and_builtin_mro():
+    def f(x):
+        return x + 1, "%(k)s-%(n)d" % {"k": "v", "n": 2}, str.__mro__, int.__bases__
+
+    assert_fully_captured(f, torch.randn(4))
+    run_differential(f, torch.randn(4))

@@ -117,6 +117,8 @@ class BuiltinValue(Value):
     def getattr(self, tx, name):
         if name in ("__name__", "__qualname__", "__module__", "__doc__"):
             return ConstantValue(getattr(self.fn, name))
+        if isinstance(self.fn, type) and name in ("__mro__", "__bases__", "__base__"):
+            return ConstantValue(getattr(self.fn, name))  # a built-in class's MRO never changes
         if self.fn is object and name == "__getattribute__":
             from .objects import GenericGetattrValue
 

@@ -2,7 +2,8 @@
 each guarded) or of one made in the trace (``NewInstanceDictValue``: its attributes, ``NewObjectValue.attrs``).
 
 Only reads are modelled (``get``, ``[]``, ``in``; for objects made in the trace also ``len``, iteration and
-the ``keys``/``values``/``items`` views); writing through ``__dict__`` is a break.  Nothing here
+the ``keys``/``values``/``items`` views, and the writes ``d[k] = v`` and ``update``); other writes
+through ``__dict__`` are breaks.  Nothing here
 runs user code: the frame object's dict is read with ``object.__getattribute__``.
 """
 from __future__ import annotations
@@ -124,6 +125,13 @@ class NewInstanceDictValue(Value):
     def getitem(self, tx, index):
         return self.entry(tx, index.as_constant(), None)
 
+    def setitem(self, tx, index, value):
+        """``obj.__dict__[k] = v``: the entry itself, past ``__setattr__`` and the class's descriptors."""
+        if not index.is_constant() or type(index.as_constant()) is not str:
+            raise GraphBreak(f"a key that is not a string into {self.describe()}")
+        self.owner._changed(tx)
+        self.owner.attrs[index.as_constant()] = value
+
     def contains(self, tx, item) -> Value:
         if not item.is_constant():
             raise GraphBreak(f"`in` over {self.describe()} with {item.describe()}")
@@ -133,8 +141,8 @@ class NewInstanceDictValue(Value):
         return bool(self.owner.attrs)
 
     def reconstruct(self, cg) -> None:
-        self.owner.reconstruct(cg)
-        cg.append("LOAD_ATTR", "__dict__")
+        # Past a class's own ``__getattribute__`` (objects made in the trace may have one).
+        cg.call(object.__getattribute__, self.owner, "__dict__")
 
 
 class _ViewMethod(Value):

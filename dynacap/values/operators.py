@@ -62,7 +62,9 @@ def binary_op(tx, symbol: str, a: Value, b: Value) -> Value:
     if symbolic_numbers(a, b):
         # A size stays symbolic through arithmetic; Python numbers have no in-place forms.
         return tx.graph.call("call_function", BINARY[symbol.rstrip("=")], _ints(a, b), {}, f"`{symbol}`")
-    if a.is_constant() and b.is_constant() and not (holds_mutable(a) or holds_mutable(b)) \
+    # ``str % x`` only reads ``x`` (a new string; a dict or list operand is never changed nor returned).
+    formats = symbol in ("%", "%=") and a.is_constant() and type(a.as_constant()) in (str, bytes)
+    if a.is_constant() and b.is_constant() and not (holds_mutable(a) or holds_mutable(b) and not formats) \
             and not (holds_symbolic(a) or holds_symbolic(b)):
         return _fold(fn, symbol, a, b)
     if isinstance(a, DictValue) and symbol in ("|", "|="):

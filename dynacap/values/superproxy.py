@@ -133,6 +133,11 @@ class SuperValue(Value):
                 return bound
         if attr is _OBJECT_INIT and not is_class:
             return _BoundBuiltin(_object_init, instance, "super().__init__")
+        if name == "__init__" and attr in _PLAIN_EXCEPTION_INITS and not is_class:
+            from .exceptions import ExceptionValue
+
+            if isinstance(instance, ExceptionValue):
+                return _BoundBuiltin(_exception_init, instance, "super().__init__")
         getter = _class_attribute(type(attr), "__get__")
         if inspect.isfunction(getter) and not is_class:
             # A descriptor written in Python: its ``__get__(obj, start)`` traced.
@@ -170,6 +175,21 @@ def _object_init(tx, self_value, args):
     """``object.__init__(self)``: does nothing (extra arguments are a TypeError at run time)."""
     if args:
         raise GraphBreak("object.__init__() takes exactly one argument (TypeError at run time)")
+    return ConstantValue(None)
+
+
+#: ``__init__`` of the built-in exceptions whose C ``tp_init`` is ``BaseException_init`` (it sets ``args``,
+#: nothing else; ``OSError``, ``ImportError``, ``AttributeError``, ``StopIteration``... keep more state).
+_PLAIN_EXCEPTION_INITS = {k.__dict__["__init__"] for k in (
+    BaseException, Exception, ValueError, TypeError, RuntimeError, ArithmeticError, ZeroDivisionError,
+    OverflowError, FloatingPointError, LookupError, IndexError, KeyError, AssertionError, NotImplementedError,
+    RecursionError, BufferError, EOFError, MemoryError, ReferenceError, UnicodeError, Warning, UserWarning,
+    DeprecationWarning, RuntimeWarning) if "__init__" in k.__dict__}
+
+
+def _exception_init(tx, exception, args):
+    """``BaseException.__init__(self, *args)``: ``args`` becomes the exception's arguments."""
+    exception.args = list(args)
     return ConstantValue(None)
 
 

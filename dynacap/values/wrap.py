@@ -436,6 +436,8 @@ def wrap_constant_result(result, what: str) -> Value:
         return SetValue.of_constant(result)  # raises GraphBreak for unhashable or NaN members
     if isinstance(result, torch.Size):
         return SizeValue([ConstantValue(d) for d in result])
+    if type(result) is types.UnionType and all(type(a) is type for a in result.__args__):
+        return ConstantValue(result)  # ``int | str``: immutable, hashable
     if is_enum_member(result):
         # ``Perm.R | Perm.W``: a member (a Flag's combination is made once and kept by its class).
         from .enums import EnumMemberValue
