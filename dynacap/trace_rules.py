@@ -242,7 +242,12 @@ _STDLIB_DIR = os.path.abspath(sysconfig.get_paths()["stdlib"]) + os.sep
 
 
 def module_of_file(filename: str) -> str | None:
-    """The dotted module a torch or standard-library file defines (``torch.optim.adam``), or None."""
+    """The dotted module a torch or standard-library file defines (``torch.optim.adam``), or None.
+
+    A frozen standard-library module (``<frozen _collections_abc>``, ``<frozen os>``) is named by its filename.
+    """
+    if filename.startswith("<frozen ") and filename.endswith(">"):
+        return filename[len("<frozen "):-1]
     path = os.path.abspath(filename)
     if path.startswith(_MODELS_DIR):
         return None

@@ -396,3 +396,12 @@ def test_a_model_rule_names_its_function_only_not_the_code_nested_in_it():
     nested = trace_rules.lookup("torch.utils.checkpoint.checkpoint.<locals>.inner")
     assert model.rule is trace_rules.Rule.MODEL
     assert nested is not None and nested.rule is not trace_rules.Rule.MODEL
+
+
+def test_frozen_standard_library_modules_are_named_by_their_filename():
+    """``collections.abc``'s code lives in ``<frozen _collections_abc>``: without a module name no rule could
+    name ``Mapping.keys``."""
+    import collections.abc
+
+    assert trace_rules.module_of_file("<frozen _collections_abc>") == "_collections_abc"
+    assert trace_rules.name_of_code(collections.abc.Mapping.keys.__code__) == "_collections_abc.Mapping.keys"
