@@ -750,3 +750,17 @@ def test_percent_format_with_a_dict_and_builtin_mro():
 
     assert_fully_captured(f, torch.randn(4))
     run_differential(f, torch.randn(4))
+
+
+def test_field_of_a_named_tuple_base_read_by_index():
+    import collections
+
+    class Packed(collections.namedtuple("PackedBase", "data sizes")):
+        def __new__(cls, data, sizes=None):
+            return super().__new__(cls, data, sizes)
+
+    def f(x, p):
+        return x * p.sizes + p.data, Packed(x, 2).sizes
+
+    run_differential(f, torch.randn(4), Packed(torch.ones(4), 3))
+    assert_fully_captured(f, torch.randn(4), Packed(torch.ones(4), 3))

@@ -439,6 +439,9 @@ class NamedTupleValue(TupleValue):
         if name in ("count", "index"):
             return super().getattr(tx, name)
         attr = class_lookup(self.cls, name)
+        if type(attr) is _TUPLE_GETTER:
+            # A field of a named-tuple base (``PackedSequence.batch_sizes``): the item at its index.
+            return self.item(_TUPLE_GETTER.__reduce__(attr)[1][0])
         if type(attr) is types.FunctionType and attr.__code__.co_filename not in ("<string>", collections.__file__):
             return BoundMethodValue(UserFunctionValue(attr), self)  # a method of a user subclass
         if type(attr) is property and attr.fget is not None:
