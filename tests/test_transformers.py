@@ -62,3 +62,18 @@ def test_model_is_one_graph_without_breaks(name):
     with torch.no_grad():
         explained = dynacap.explain(model)(**kwargs)
     assert explained.graph_count == 1 and not explained.break_reasons, [b.reason for b in explained.break_reasons]
+
+
+@pytest.mark.parametrize("name", ["t5", "whisper"])
+def test_config_deepcopy_is_traced(name):
+    # get_text_config(decoder=True) deep-copies the config inside forward (models/copying.py): no break in
+    # copying it (T5 had 12 and Whisper 16 "call to deepcopy" breaks), and the eager result.
+    model, kwargs = build(name)
+    model.eval()
+    with torch.no_grad():
+        expected = _outputs(model(**kwargs))
+        explained = dynacap.explain(model)(**kwargs)
+    assert_same(expected, _outputs(explained.result), "explain result", rtol=1e-4, atol=1e-5)
+    copying = [b.reason for b in explained.break_reasons
+               if "call to deepcopy" in str(b.reason) or any("copying.py" in f.filename for f in b.user_stack)]
+    assert not copying, copying
