@@ -166,7 +166,7 @@ def _held_elsewhere(tx, generators: list) -> set:
     for value in tx.locals.values():
         scan(value)
     for box in tx.cells.values():
-        found.update({id(box.get(tx))} & wanted)
+        found.update({id(box.peek())} & wanted)
     for g in tx.ctx.suspended_generators:
         for value in [*g.tracer.locals.values(), *g.tracer.stack]:
             found.update({id(value)} & wanted)

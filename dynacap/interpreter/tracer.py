@@ -79,6 +79,10 @@ class CellBox:
         self._raw = CellBox._UNREAD
         self._value = value
 
+    def peek(self) -> Value | None:
+        """The contents as a value if the trace made or read them (unread contents are not wrapped here)."""
+        return self._value if self._raw is CellBox._UNREAD else None
+
 
 @dataclass
 class Checkpoint:
