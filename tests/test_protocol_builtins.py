@@ -764,3 +764,25 @@ def test_field_of_a_named_tuple_base_read_by_index():
 
     run_differential(f, torch.randn(4), Packed(torch.ones(4), 3))
     assert_fully_captured(f, torch.randn(4), Packed(torch.ones(4), 3))
+
+
+def test_class_attribute_written_in_the_trace_seen_through_super():
+    class Base:
+        k = 1
+
+    class Sub(Base):
+        k = 100
+
+        def read(self):
+            return super().k
+
+    def f(x):
+        Base.k = 5
+        return x * Sub().read()
+
+    try:
+        assert_fully_captured(f, torch.randn(4))
+        Base.k = 1
+        run_differential(f, torch.randn(4))
+    finally:
+        Base.k = 1

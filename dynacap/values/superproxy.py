@@ -62,6 +62,9 @@ class SuperValue(Value):
                     found = super_attribute(tx, klass, name, self.self_value)
                     if found is not None:
                         return found
+                written = tx.attribute_override(klass, name)  # ``Base.name = v`` earlier in the trace
+                if written is not None:
+                    return self._bind_written(name, written, is_class)
                 own = type.__dict__["__dict__"].__get__(klass)
                 if name in own:
                     return self._bind(tx, klass, name, own[name], start, is_class)
@@ -75,6 +78,17 @@ class SuperValue(Value):
         if name == "__class__":
             return wrap(tx, super, None)
         raise GraphBreak(f"super() has no attribute {name!r} (AttributeError at run time)")
+
+    def _bind_written(self, name: str, written: Value, is_class: bool) -> Value:
+        """A class attribute the trace assigned (``class_state``): a function binds to ``self``."""
+        from .base import DELETED
+        from .functions import BoundMethodValue, UserFunctionValue
+
+        if written is DELETED or isinstance(written, ObjectValue):
+            raise GraphBreak(f"super().{name}: the captured code changed it on the class")
+        if isinstance(written, UserFunctionValue) and not is_class:
+            return BoundMethodValue(written, self.self_value)
+        return written
 
     def _bind(self, tx, klass: type, name: str, attr, start: type, is_class: bool) -> Value:
         """``attr.__get__(obj, start)``, ``obj`` being None when ``super()``'s second argument is the class."""
