@@ -3,6 +3,7 @@ constants in guards, objects created during the trace, recurrent layers.
 
 Each test runs the program eagerly and captured and compares results, exceptions and compile counts.
 """
+import enum
 import io
 import math
 
@@ -470,3 +471,28 @@ def test_a_list_in_a_methods_closure_is_changed_as_in_eager():
     _LOG.append(9)
     captured(torch.ones(2))
     assert _LOG == [3, 3, 9, 3]
+
+
+# -- == of str-valued enum members whose class has a hook of its own (transformers' ExplicitEnum) -------------
+class _ExplicitEnum(str, enum.Enum):
+    @classmethod
+    def _missing_(cls, value):
+        raise ValueError(f"{value} is not a valid {cls.__name__}")
+
+
+class _Action(_ExplicitEnum):
+    NONE = "none"
+    RAISE = "raise"
+
+
+def test_equality_of_str_enum_members_runs_the_str_comparison():
+    """``str.__eq__`` of such members broke the graph ("not a Python function"): BERT's deprecation wrapper
+    compares two of them, 5 graphs instead of 1."""
+    def fn(x, action):
+        m = _Action.NONE
+        r = 1 if m == _Action.RAISE else 2
+        return x * r, action == "raise", action != _Action.NONE, m == "none"
+
+    for action in (_Action.NONE, _Action.RAISE):
+        run_differential(fn, torch.ones(2), action)
+    assert_fully_captured(fn, torch.ones(2), _Action.RAISE)

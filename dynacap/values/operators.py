@@ -235,6 +235,13 @@ def _equality_method(tx, name: str, left: Value, right: Value) -> Value:
         return ConstantValue(not result.truth(tx))
     if type(method) is types.FunctionType:
         return _call_method(tx, left, name, [right], f"`{name}`")
+    if type(method) is types.WrapperDescriptorType and method.__objclass__ in _SCALARS:
+        # A built-in scalar base's own ``==`` (``str.__eq__`` of a ``str``-valued enum member) runs no user code:
+        # run for real on the two objects when both are known ones (NotImplemented for another kind).
+        try:
+            return ConstantValue(method(left.real_object(), right.real_object()))
+        except GraphBreak:
+            pass
     raise GraphBreak(f"`{name}` of {left.describe()} is not a Python function; `==` on it is not captured")
 
 
