@@ -256,6 +256,15 @@ def test_chainmap_writes_go_to_the_first_map():
     assert_fully_captured(fn, torch.randn(2), {"a": 1})
 
 
+def test_chainmap_lookups_and_dict_of_it():
+    def fn(x, defaults):
+        m = collections.ChainMap({"lr": 5}, defaults)
+        return x * m["lr"] + m["wd"], len(m), dict(m), list(m.keys()), list(m.items()), "wd" in m
+
+    run_differential(fn, torch.randn(2), {"lr": 1, "wd": 2})
+    assert_fully_captured(fn, torch.randn(2), {"lr": 1, "wd": 2})
+
+
 # -- copy ---------------------------------------------------------------------------------------------------
 
 

@@ -114,6 +114,8 @@ TRACED = {
         "__iand__", "_keep_positive", "subtract", "copy", "__delitem__", "__eq__", "__ne__", "__le__", "__lt__",
         "__ge__", "__gt__")},
     "collections.ChainMap": "pure Python over its maps",
+    **{f"_collections_abc.{name}": "pure Python: views over the mapping's own methods" for name in (
+        "Mapping.keys", "Mapping.items", "Mapping.values", "MappingView", "KeysView", "ItemsView", "ValuesView")},
     "dataclasses.fields": "pure Python",
     "dataclasses._is_dataclass_instance": "pure Python",
     "dataclasses.replace": "pure Python: reads the fields, calls the class",
