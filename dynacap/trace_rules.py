@@ -54,7 +54,7 @@ import sysconfig
 
 import torch
 
-from .models import checkpointing, copying, foreach, iteration, operators, optimizers, strings
+from .models import checkpointing, class_factories, copying, foreach, iteration, operators, optimizers, strings
 from .models import collections as collection_models, dataclasses as dataclass_models, functools as functools_models
 
 
@@ -214,7 +214,8 @@ PRIVATE = TraceRule("torch._", Rule.EAGER, "is torch's internal machinery (no tr
 
 #: The standard library's families modelled or traced (``dynacap.models``): each file's ``MODELS``
 #: (dotted name -> (model, why)) and ``TRACED`` (dotted name -> why its pure Python is traced).
-STDLIB_FAMILIES = (iteration, collection_models, copying, operators, functools_models, dataclass_models, strings)
+STDLIB_FAMILIES = (iteration, collection_models, copying, operators, functools_models, dataclass_models, strings,
+                   class_factories)
 
 #: Standard-library functions traced like user code although their files are skipped, or modelled:
 #: met in models' own code (``typing.cast`` in library helpers) and in the families above.

@@ -352,10 +352,14 @@ def _format(tx, args, kwargs):
 
 
 def _type(tx, args, kwargs):
-    if len(args) == 1:
+    if len(args) == 1 and not kwargs:
         from .wrap import wrap
 
         return wrap(tx, args[0].python_type(), None)
+    if len(args) == 3:
+        from .classes import type_call
+
+        return type_call(tx, args, kwargs)  # a class made in the trace, as a ``class`` statement makes one
     return None
 
 
