@@ -18,6 +18,8 @@ CONSTANT_TYPES = (int, float, bool, str, bytes, complex, type(None), type(Ellips
 
 
 _SYMBOLIC = (torch.SymInt, torch.SymBool, torch.SymFloat)
+#: What ``getattr(attr, "__self__", _NO_OWNER)`` gives for an attribute bound to no object.
+_NO_OWNER = object()
 
 
 def _is_symbolic(obj) -> bool:
@@ -94,7 +96,7 @@ class ConstantValue(Value):
                 if type(self.value).__getattribute__ is type.__getattribute__ else None
             return wrap(tx, attr, source)
         if callable(attr) and not is_literal(attr):
-            if getattr(attr, "__self__", None) is self.value:
+            if getattr(attr, "__self__", _NO_OWNER) is self.value:  # (a sentinel: ``None.__class__`` is no method)
                 from .functions import ConstantMethodValue
 
                 return ConstantMethodValue(self, name)
