@@ -219,6 +219,13 @@ def _locals(tx, args, kwargs):
     return frame_locals(tx) if not args and not kwargs else None
 
 
+def _dir(tx, args, kwargs):
+    """``dir()``: the sorted names of the frame's ``locals()`` (called for real, it would list dynacap's own)."""
+    if args or kwargs:
+        return None
+    return ListValue([ConstantValue(name) for name in sorted(frame_locals(tx).items)])
+
+
 def _hash(tx, args, kwargs):
     """``hash()`` of a constant (computed now, as the run's own hash is), of a user object by its class's
     ``__hash__`` (traced; ``None`` makes it unhashable); of anything else, a break."""
@@ -788,6 +795,7 @@ _HANDLERS = {
     "vars": _vars,
     "globals": _globals,
     "locals": _locals,
+    "dir": _dir,
     "hash": _hash,
     "iter": _iter,
     "next": _next,
