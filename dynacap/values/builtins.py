@@ -393,9 +393,10 @@ def _enumerate(tx, args, kwargs):
     if args:
         args = [_pulled(tx, args[0]), *args[1:]]
     start = kwargs.get("start", args[1] if len(args) > 1 else ConstantValue(0)).as_constant()
-    if is_lazy(args[0]) or not _fixed(args[0]):
-        # Pulled one item at a time, as eager's enumerate: a list is read as it is at each step, an
-        # iterator keeps what enumerate did not take (requested by exceptions: a wrong result).
+    if is_lazy(args[0]) or isinstance(args[0], IteratorValue) or type(args[0]) in (ListValue, DictValue):
+        # Pulled one item at a time, as eager's enumerate: a list or dict is read live at each step (a loop
+        # changing it sees the change), an iterator keeps what enumerate did not take.  Other rows (a
+        # ModuleList's layers, a tuple) are read at once, so a break inside the loop resumes each iteration.
         return EnumerateValue(iterator_of(tx, args[0]), start)
     rows = [TupleValue([ConstantValue(start + i), v]) for i, v in enumerate(args[0].iterate(tx))]
     return _rows_iterator(rows, args[:1])
