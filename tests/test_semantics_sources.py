@@ -575,6 +575,7 @@ def _graphs_of(fn, *args):
 
 
 _norm = torch.nn.BatchNorm1d(3)
+_norm_training = torch.nn.BatchNorm1d(3)
 
 
 def _no_grad_sin(x):
@@ -600,7 +601,7 @@ _MUTATION_CASES = {
     "relu_inplace_on_input": (lambda x: torch.nn.functional.relu(x, inplace=True), True),
     "relu_inplace_on_intermediate": (lambda x: torch.nn.functional.relu(x * 2, inplace=True), False),
     "linear": (lambda x: torch.nn.functional.linear(x, torch.ones(3, 3)), False),
-    "batch_norm_training": (lambda x: _norm.train()(x.reshape(1, 3).expand(2, 3)), True),
+    "batch_norm_training": (lambda x: _norm_training(x.reshape(1, 3).expand(2, 3)), True),
     "batch_norm_eval": (lambda x: _norm.eval()(x.reshape(1, 3)), False),
 }
 

@@ -496,3 +496,29 @@ def test_equality_of_str_enum_members_runs_the_str_comparison():
     for action in (_Action.NONE, _Action.RAISE):
         run_differential(fn, torch.ones(2), action)
     assert_fully_captured(fn, torch.ones(2), _Action.RAISE)
+
+
+# -- a layer called after the captured code changed its mode ----------------------------------------------------
+def test_a_layer_called_after_train_runs_in_training_mode():
+    """``norm.train()(x)`` on a layer in eval mode: the graph called the real layer, whose ``training`` was set
+    only when the side effects were replayed after it, so batch norm ran in eval mode (running stats untouched,
+    another output)."""
+    norm = torch.nn.BatchNorm1d(3)
+
+    def fn(x):
+        return norm.train()(x.reshape(1, 3).expand(2, 3) * torch.tensor([1.0, 2.0, 3.0]))
+
+    def fresh():
+        norm.eval()
+        norm.reset_running_stats()
+        return (torch.tensor([1.0, 5.0, 2.0]),), {}
+
+    norm.eval()
+    eager = fn(torch.tensor([1.0, 5.0, 2.0]))
+    stats = norm.running_mean.clone()
+    fresh()
+    dynacap.reset()
+    captured = dynacap.optimize(fn, backend=CountingBackend())(torch.tensor([1.0, 5.0, 2.0]))
+    torch.testing.assert_close(captured, eager)
+    torch.testing.assert_close(norm.running_mean, stats)
+    assert norm.training

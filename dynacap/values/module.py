@@ -247,6 +247,12 @@ class ModuleValue(Value):
             inlined = None if isinstance(m, torch.nn.RNNBase) else _inline_layer(tx, self, args, kwargs)
             if inlined is not None:
                 return inlined
+            changed = _changed_attributes(tx, m)
+            if changed:
+                # The node runs the real layer, whose attributes take the trace's values only when the
+                # graph's side effects are replayed, after it: eager's forward would see them already.
+                raise GraphBreak(f"{self.describe()} is called after the captured code set its "
+                                 f"{', '.join(f'`.{n}`' for n in changed)}: it runs eagerly")
             tx.guard_module_state(self)
             if self.source is not None:
                 if not self.identity_known:  # the graph holds this very module
@@ -499,6 +505,12 @@ def _inline_layer(tx, layer: ModuleValue, args, kwargs):
         return None
     finally:
         ctx.library_depth -= 1
+
+
+def _changed_attributes(tx, m: torch.nn.Module) -> list[str]:
+    """The attributes of ``m`` and its submodules that the trace assigned (``m.train()``, ``m.eps = ...``)."""
+    ids = {id(sub) for sub in m.modules()}
+    return sorted({name for (owner, name) in tx.ctx.attribute_overrides if owner in ids})
 
 
 def _guard_layer_tensors(tx, m: torch.nn.Module, source) -> None:
