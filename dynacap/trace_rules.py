@@ -51,6 +51,7 @@ import enum
 import functools
 import os
 import sysconfig
+import types
 
 import torch
 
@@ -309,7 +310,7 @@ def rule_for_object(obj, default_module: str | None = "torch") -> TraceRule | No
     ``default_module`` names the module of C functions that do not say (torch's own).
     """
     code = getattr(obj, "__code__", None)
-    if code is not None:
+    if isinstance(code, types.CodeType):  # ``types.FunctionType.__code__`` is a descriptor
         return rule_for_code(code)
     try:
         by_object = _BY_OBJECT.get(obj)

@@ -405,3 +405,10 @@ def test_frozen_standard_library_modules_are_named_by_their_filename():
 
     assert trace_rules.module_of_file("<frozen _collections_abc>") == "_collections_abc"
     assert trace_rules.name_of_code(collections.abc.Mapping.keys.__code__) == "_collections_abc.Mapping.keys"
+
+
+def test_a_class_whose_code_attribute_is_a_descriptor_has_no_code_rule():
+    """``types.FunctionType.__code__`` is a getset descriptor: asking a rule of it was an internal error."""
+    trace_rules.rule_for_object(types.FunctionType)  # answered, never an AttributeError
+    fn = dynacap.optimize(lambda x, c: (x + 1, c in (int, types.FunctionType)), fullgraph=True)
+    assert fn(torch.ones(1), int)[1] is True

@@ -33,6 +33,13 @@ def read_grad(tx, value) -> Value:
 
     tensor = real_tensor(tx, value) if value.source is not None else None
     if tensor is None:
+        from ..graph.effects import storage_of
+
+        fake = getattr(value, "fake", None)
+        if value.source is None and fake is not None and not fake.requires_grad \
+                and storage_of(fake) not in tx.graph.external:
+            # A new leaf of the graph (no input's storage): nothing could give it a grad (assigning one breaks).
+            return ConstantValue(None)
         raise GraphBreak("`.grad` of a tensor made in the captured code is not known at capture time")
     override = tx.attribute_override(tensor, "grad")
     if override is DELETED:
