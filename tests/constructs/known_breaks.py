@@ -6,273 +6,29 @@ the benchmark imports this module).
 from typing import Dict
 
 KNOWN_BREAKS: Dict[str, str] = {
-    "property_setter":
-        'assigning `.doubled` on WithProperty object created in captured code, a property of its class',
-    "data_descriptor":
-        'assigning `.value` on Holder object created in captured code, a Positive of its class',
-    "non_data_descriptor":
-        'assigning `.value` on Holder object created in captured code, a Positive of its class',
-    "slots_object":
-        'creating a Slotted object in captured code: Slotted has __slots__',
-    "slots_write_after":
-        'creating a Slotted object in captured code: Slotted has __slots__',
-    "getattr_hasattr_false":
-        'the code raises AttributeError here, which no handler of the captured code catches; it runs '
-        'eagerly',
-    "getattribute_hook":
-        'creating a Recorder object in captured code: it has its own __getattribute__',
-    "type_three_args":
-        '`type()` raised GraphBreak: type() returned a type, which is not a constant',
-    "class_in_function":
-        'a `class` statement inside the captured code is not captured: it runs eagerly',
-    "class_in_function_closure":
-        'a `class` statement inside the captured code is not captured: it runs eagerly',
-    "class_in_function_inherits":
-        'a `class` statement inside the captured code is not captured: it runs eagerly',
-    "class_in_function_super":
-        'a `class` statement inside the captured code is not captured: it runs eagerly',
-    "object_state_across_calls":
-        "assigning attribute `.created` on constant <class 'constructs.objects.Counter'> is not supported",
-    "delattr_builtin":
-        '`delattr()` has effects outside the graph; it runs eagerly',
-    "vars_of_object":
-        '`.values` of the __dict__ of Child object created in captured code is not supported',
-    "callable_checks":
-        '`callable()` on Scaler object created in captured code is not supported',
-    "function_attribute":
-        'assigning attribute `.k` on function function_attribute.<locals>.f is not supported',
-    "dunder_abs":
-        '`abs()` on Vec object created in captured code is not supported',
     "dunder_eq_hash_dict_key":
         'Tag object created in captured code is used where a Python constant is needed',
     "dunder_hash_set":
         'Tag object created in captured code as a set member (its hash is not known at capture time)',
-    "dunder_str_repr":
-        '`str()` on Tag object created in captured code is not supported',
-    "dunder_total_ordering":
-        'call to _ge_from_lt, which dynacap does not capture (skipped file)',
-    "dunder_sorted_objects":
-        '`sorted()` on list of 3 is not supported',
-    "dunder_max_objects":
-        '`max()` on list of 3 is not supported',
-    "dunder_old_iteration":
-        'iterating over Seq object created in captured code is not supported',
-    "dunder_index":
-        '`tensor[...]` was given Index object created in captured code, which cannot be an argument of a '
-        'graph operation',
-    "dunder_float_int":
-        '`float()` on Num object created in captured code is not supported',
-    "tuple_subclass_new":
-        'creating a Pair object in captured code: it derives from the built-in class tuple',
-    "tuple_subclass_method":
-        'creating a Pair object in captured code: it derives from the built-in class tuple',
-    "isinstance_dict_subclass":
-        'creating a Pair object in captured code: it derives from the built-in class tuple',
-    "dataclass_asdict":
-        'call to deepcopy, which dynacap does not capture (skipped file)',
-    "dataclass_astuple":
-        'call to astuple, which dynacap does not capture (skipped file)',
     "dataclass_frozen_hash":
         'Frozen object created in captured code is used where a Python constant is needed',
-    "dataclass_is_dataclass":
-        'call to is_dataclass, which dynacap does not capture (skipped file)',
-    "dataclass_in_function":
-        'a `class` statement inside the captured code is not captured: it runs eagerly',
     "namedtuple_make_classmethod":
         'call to PointNT._make, which dynacap does not capture (skipped file)',
-    "namedtuple_in_function":
-        'call to namedtuple, which dynacap does not capture (skipped file)',
-    "flag_enum_ops":
-        '`|` returned a Perm, which is not a constant',
-    "dict_merge_operator":
-        '`|` between dict d of 2 and dict of 1 is not supported',
-    "dict_popitem_copy":
-        'attribute `.popitem` of dict of 2 is not supported',
-    "list_methods":
-        'attribute `.remove` of list of 6 is not supported',
-    "str_join":
-        "method .join of constant ',' called with non-constant arguments",
-    "percent_format":
-        "`%` between constant '%(k)s' and dict of 1 is not supported",
-    "id_and_is":
-        '`id()` has effects outside the graph; it runs eagerly',
-    "globals_read":
-        '`globals()` has effects outside the graph; it runs eagerly',
     "print_text":
         '`print()` has effects outside the graph; it runs eagerly (move it out of the captured code, or '
         'behind a flag, to keep one graph)',
-    "copy_copy_list":
-        'call to copy, which dynacap does not capture (skipped file)',
-    "copy_deepcopy_dict":
-        'call to deepcopy, which dynacap does not capture (skipped file)',
-    "wraps_in_function":
-        'call to wraps, which dynacap does not capture (skipped file)',
-    "cached_property_read":
-        'call to cached_property.__get__, which dynacap does not capture (skipped file)',
-    "singledispatch_call":
-        'call to singledispatch, which dynacap does not capture (skipped file)',
-    "cmp_to_key_sort":
-        'call to `_functools.cmp_to_key`, a function dynacap cannot look inside; it runs eagerly (wrap it'
-        ' with dynacap.disable, or use a torch operation instead)',
-    "count_zip":
-        'creating a count object in captured code: it derives from the built-in class count',
-    "islice_count":
-        'creating a count object in captured code: it derives from the built-in class count',
-    "groupby_keys":
-        'creating a groupby object in captured code: it derives from the built-in class groupby',
-    "takewhile_dropwhile":
-        'creating a takewhile object in captured code: it derives from the built-in class takewhile',
-    "compress_cycle":
-        'creating a cycle object in captured code: it derives from the built-in class cycle',
-    "operator_itemgetter":
-        'creating an itemgetter object in captured code: its instances have no __dict__ (__slots__)',
-    "operator_attrgetter":
-        'creating an attrgetter object in captured code: its instances have no __dict__ (__slots__)',
-    "operator_methodcaller":
-        'creating a methodcaller object in captured code: its instances have no __dict__ (__slots__)',
-    "operator_compare_truth":
-        'call to `_operator.truth`, a function dynacap cannot look inside; it runs eagerly (wrap it with '
-        'dynacap.disable, or use a torch operation instead)',
-    "operator_inplace":
-        'call to `_operator.iadd`, a function dynacap cannot look inside; it runs eagerly (wrap it with '
-        'dynacap.disable, or use a torch operation instead)',
-    "operator_index_setitem":
-        'call to `_operator.setitem`, a function dynacap cannot look inside; it runs eagerly (wrap it '
-        'with dynacap.disable, or use a torch operation instead)',
-    "ordereddict_ops":
-        'attribute `.move_to_end` of OrderedDict of 2 is not supported',
-    "ordereddict_popitem_last":
-        'attribute `.popitem` of OrderedDict of 3 is not supported',
-    "deque_ops":
-        'creating a deque object in captured code: it derives from the built-in class deque',
-    "deque_of_tensors":
-        'creating a deque object in captured code: it derives from the built-in class deque',
-    "counter_update_arith":
-        'call to Counter.__add__, which dynacap does not capture (skipped file)',
-    "chainmap_lookup":
-        'call to ChainMap.__init__, which dynacap does not capture (skipped file)',
-    "namedtuple_from_collections":
-        'call to namedtuple, which dynacap does not capture (skipped file)',
-    "functools_cache_constants":
-        'call to cache, which dynacap does not capture (skipped file)',
-    "filterfalse_and_zip_longest_default":
-        'creating a filterfalse object in captured code: it derives from the built-in class filterfalse',
-    "counter_subtract_and_total":
-        'call to Counter.subtract, which dynacap does not capture (skipped file)',
-    "chainmap_new_child_writes":
-        'call to ChainMap.__init__, which dynacap does not capture (skipped file)',
-    "deque_extendleft_maxlen":
-        'creating a deque object in captured code: it derives from the built-in class deque',
-    "copy_user_object":
-        'a `class` statement inside the captured code is not captured: it runs eagerly',
-    "deepcopy_list_of_tensors":
-        'call to deepcopy, which dynacap does not capture (skipped file)',
-    "vars_without_arguments":
-        '`vars()` has effects outside the graph; it runs eagerly',
-    "globals_write":
-        '`globals()` has effects outside the graph; it runs eagerly',
-    "operator_length_hint_and_concat":
-        'call to `_operator.length_hint`, a function dynacap cannot look inside; it runs eagerly (wrap it'
-        ' with dynacap.disable, or use a torch operation instead)',
     "attribute_error_caught":
         "tensors have no attribute 'no_such_attribute'",
-    "zero_division_caught":
-        '`/` raised ZeroDivisionError: division by zero',
-    "try_in_loop_continue":
-        '`/` raised ZeroDivisionError: division by zero',
-    "user_exception_attrs":
-        'a `class` statement inside the captured code is not captured: it runs eagerly',
-    "generator_send":
-        'attribute `.send` of the generator generator_send.<locals>.acc() is not supported',
-    "global_ordereddict_write":
-        'attribute `.move_to_end` of OrderedDict HISTORY of 1 is not supported',
-    "list_mutation_while_iterating_copy":
-        'attribute `.remove` of list of 3 is not supported',
-    "star_args_tuple_identity":
-        'comparing tuple of 2 == tuple of 2 is not supported',
-    "tensor_attribute_set":
-        'assigning attribute `.tag` on tensor float32[4] is not supported',
     "requires_grad_state":
         '`tensor.requires_grad_()` makes a tensor require grad, which a graph cannot do for its backends;'
         ' it runs eagerly between two graphs',
     "equality_records_across_types":
-        'call to namedtuple, which dynacap does not capture (skipped file)',
-    "zip_consumes_extra":
-        'next() on an exhausted iterator (StopIteration at run time)',
-    "reversed_after_mutation":
-        '`next()` has effects outside the graph; it runs eagerly',
-    "iter_callable_sentinel":
-        '`iter()` has effects outside the graph; it runs eagerly',
-    "unpack_too_many_caught":
-        'unpacking 3 values into 2 (ValueError at run time)',
-    "tee_iterators":
-        'call to `itertools.tee`, a function dynacap cannot look inside; it runs eagerly (wrap it with '
-        'dynacap.disable, or use a torch operation instead)',
-    "zip_strict_mismatch_caught":
-        'zip(strict=True) of arguments of different lengths (ValueError at run time)',
-    "exc_info_inside_handler":
-        "sys.exc_info() outside the captured code's handlers reads the exception its caller is handling, "
-        'unknown at capture time',
-    "handler_raises_new_context":
-        '`repr()` on the exception KeyError(...) is not supported',
-    "exception_args_and_str":
-        '`repr()` on the exception ValueError(...) is not supported',
-    "stopiteration_in_generator_is_runtimeerror":
-        'next() on an exhausted iterator (StopIteration at run time)',
-    "exception_in_comprehension":
-        '`//` raised ZeroDivisionError: integer division or modulo by zero',
+        '`__eq__` of dict of 1 is not a Python function; `==` on it is not captured',
     "redirect_stdout_captures":
         'creating a StringIO object in captured code: it derives from the built-in class StringIO',
-    "except_star_group":
-        'creating the exception ExceptionGroup (ExceptionGroup) in captured code is not captured',
-    "generator_close_runs_finally":
-        '`yield` inside a try or with block is not captured (closing the generator there would run its '
-        'handler)',
-    "property_attributeerror_then_getattr":
-        'the code raises AttributeError here, which no handler of the captured code catches; it runs '
-        'eagerly',
-    "contains_falls_back_to_iter":
-        '`in` on IterOnly object created in captured code, whose class has no __contains__',
-    "eq_without_hash_is_unhashable":
-        '`hash()` of Unhashable object created in captured code is not known at capture time',
-    "new_then_init":
-        'creating a Singleton object in captured code: it has its own __new__',
-    "new_returns_other_class":
-        'creating a Redirect object in captured code: it has its own __new__',
-    "super_in_property_and_classmethod":
-        'super(): SubSuperProperty is not a base of type (TypeError at run time)',
     "bound_method_identity_and_self":
         'attribute `.__self__` of method Meters.__add__ is not supported',
-    "class_attribute_list_shared":
-        'a `class` statement inside the captured code is not captured: it runs eagerly',
-    "instance_dict_shadows_method":
-        'a `class` statement inside the captured code is not captured: it runs eagerly',
-    "getattr_default_and_class_lookup":
-        'a `class` statement inside the captured code is not captured: it runs eagerly',
-    "type_of_class_and_metaclass":
-        'a `class` statement inside the captured code is not captured: it runs eagerly',
-    "classmethod_via_instance_and_subclass":
-        'a `class` statement inside the captured code is not captured: it runs eagerly',
-    "staticmethod_no_self":
-        'a `class` statement inside the captured code is not captured: it runs eagerly',
-    "mro_method_resolution_mixin":
-        'a `class` statement inside the captured code is not captured: it runs eagerly',
-    "slots_and_dict_absent":
-        'a `class` statement inside the captured code is not captured: it runs eagerly',
-    "property_deleter":
-        'a `class` statement inside the captured code is not captured: it runs eagerly',
-    "descriptor_set_name_records":
-        'a `class` statement inside the captured code is not captured: it runs eagerly',
-    "callable_object_in_map":
-        'a `class` statement inside the captured code is not captured: it runs eagerly',
-    "getitem_slice_object":
-        'a `class` statement inside the captured code is not captured: it runs eagerly',
     "repr_default_format":
-        'a `class` statement inside the captured code is not captured: it runs eagerly',
-    "super_in_classmethod_two_args":
-        'super(): Mid is not a base of type (TypeError at run time)',
-    "super_object_attributes":
-        "super() has no attribute '__thisclass__' (AttributeError at run time)",
-    "super_in_dataclass_post_init":
-        'call to dataclass, which dynacap does not capture (skipped file)',
+        "`repr()` on repr_default_format.<locals>.K object created in captured code: its class's __repr__"
+        " is object's, which depends on the object's address (not known at capture time)",
 }
