@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import functools
 import os
 import sysconfig
 import types
