@@ -517,3 +517,20 @@ def test_class_getitem_is_traced_not_run_while_capturing():
     d = run_differential(class_getitem, torch.randn(3), [])
     assert d.compiles_first == 1
     assert all(o.inputs[0][1] == ["int"] for o in d.captured)
+
+
+def test_qualname_of_a_class_is_its_own_never_its_bases():
+    """``type('Dyn', (Loc,), ns).__qualname__`` is 'Dyn': the lookup walked into the base's namespace and found
+    the class body's ``__qualname__`` entry, 'fn.<locals>.Loc' (fuzz seed 9000647, a wrong result)."""
+    def fn(x):
+        class Loc:
+            pass
+
+        class Sub(Loc):
+            pass
+
+        made = type("Dyn", (Loc,), {"unit": 3})
+        return x + len(made.__qualname__), made.__qualname__, Loc.__qualname__, Sub.__qualname__, made.__name__
+
+    run_differential(fn, torch.ones(2))
+    assert_fully_captured(fn, torch.ones(2))

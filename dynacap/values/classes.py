@@ -160,8 +160,9 @@ class MadeClassValue(ConstantValue):
         return None, _MISSING
 
     def getattr(self, tx, name):
-        if name == "__name__":
-            return ConstantValue(self.value.__name__)
+        if name in ("__name__", "__qualname__"):
+            # The type's own slots (a class body's ``__qualname__`` entry is moved there, never inherited).
+            return ConstantValue(getattr(self.value, name))
         if name in ("__bases__", "__mro__"):
             classes = self.bases if name == "__bases__" else [self.made.get(id(k)) or ConstantValue(k)
                                                              for k in mro(self.value)]
