@@ -12,6 +12,7 @@ from __future__ import annotations
 from ..errors import GraphBreak
 from .base import Value
 from .constant import ConstantValue
+from .functions import MethodOfValue
 
 #: Per method, how each positional argument is passed: "v" the value itself, "c" its constant,
 #: "i" its items (an iterable).  Keyword arguments are constants.
@@ -26,19 +27,8 @@ READING = frozenset({"copy"})
 COMPARING = frozenset({"remove", "index", "count"})
 
 
-class ItemsMethodValue(Value):
+class ItemsMethodValue(MethodOfValue):
     """``owner.name`` for a method of a list, dict or deque value run as the real method (see the module)."""
-
-    def __init__(self, owner: Value, name: str):
-        self.owner = owner
-        self.name = name
-
-    def describe(self):
-        return f"method .{self.name} of {self.owner.describe()}"
-
-    def reconstruct(self, cg) -> None:
-        self.owner.reconstruct(cg)
-        cg.append("LOAD_ATTR", self.name)
 
     def call(self, tx, args, kwargs):
         kind = self.owner.python_type().__name__
