@@ -522,3 +522,38 @@ def test_a_layer_called_after_train_runs_in_training_mode():
     torch.testing.assert_close(captured, eager)
     torch.testing.assert_close(norm.running_mean, stats)
     assert norm.training
+
+
+# -- attributes a tensor does not have ----------------------------------------------------------------------------
+def _read_missing_tensor_attributes(x):
+    y = x * 2
+    try:
+        v = x.no_such_attribute
+    except AttributeError as e:
+        v = str(e)
+    try:
+        w = y.other
+    except AttributeError as e:
+        w = str(e)
+    return y, v, w, hasattr(x, "tag"), hasattr(y, "tag")
+
+
+def test_a_missing_tensor_attribute_is_a_catchable_attribute_error():
+    run_differential(_read_missing_tensor_attributes, torch.ones(2))
+    assert_fully_captured(_read_missing_tensor_attributes, torch.ones(2))
+
+
+def test_a_tensor_with_an_attribute_of_its_own_is_read_as_eager_reads_it():
+    """``hasattr(x, "tag")`` answered from ``torch.Tensor`` alone: False for a tensor given ``tag`` before the
+    call (a wrong result); such a tensor now fails the guard of a capture made without it, and breaks."""
+    def fresh():
+        x = torch.ones(2)
+        x.tag = 1
+        x.no_such_attribute = 3
+        return (x,), {}
+
+    run_differential(_read_missing_tensor_attributes, *fresh()[0], fresh_inputs=fresh)
+    dynacap.reset()
+    captured = dynacap.optimize(_read_missing_tensor_attributes, backend="eager")
+    captured(torch.ones(2))
+    assert captured(*fresh()[0])[1:] == (3, "'Tensor' object has no attribute 'other'", True, False)

@@ -17,7 +17,15 @@ def has_attribute(tx, value, name: str) -> bool | None:
     if isinstance(value, TensorValue):
         import torch
 
-        return hasattr(torch.Tensor, name) or name in ("shape",)
+        from .base import DELETED
+
+        if hasattr(torch.Tensor, name) or name in ("shape",):
+            return True
+        stored = tx.attribute_override(value, name)
+        if stored is not None:
+            return stored is not DELETED  # a Python attribute this trace assigned (or deleted)
+        # Absent unless the tensor has one of its own (set before the call: then the answer is not known here).
+        return False if isinstance(value.missing_attribute(tx, name), AttributeMissing) else None
     if isinstance(value, ObjectValue):
         try:
             value.getattr(tx, name)

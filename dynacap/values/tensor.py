@@ -96,6 +96,26 @@ class TensorValue(Value):
                 "call_method", "size", [self, ConstantValue(dim)], {}, "tensor.size()")
         return known
 
+    def missing_attribute(self, tx, name: str) -> GraphBreak:
+        """``t.name`` that ``torch.Tensor`` lacks: a catchable ``AttributeError`` where the trace knows the tensor
+        has no such attribute of its own; a break where it may (its class, its ``__dict__``, an alias)."""
+        from ..graph.effects import storage_of
+        from .exceptions import AttributeMissing
+        from .grads import real_tensor
+
+        reason = f"tensors have no attribute {name!r}"
+        if hasattr(self.real_type, name):
+            return GraphBreak(f"{reason}: `.{name}` of its class {self.real_type.__name__} is not captured")
+        if self.source is not None:
+            real = real_tensor(tx, self)
+            if real is None or name in real.__dict__:
+                return GraphBreak(f"attribute `.{name}` of {self.describe()}, set outside the captured code")
+            tx.guards.add("NOT_PRESENT", self.source, f"{name!r} not in {{s}}.__dict__",
+                          f"{self.source.expr()} has no attribute {name!r} of its own")
+        elif storage_of(self.fake) in tx.graph.external:
+            return GraphBreak(f"{reason} (an alias of an input, which may have it)")
+        return AttributeMissing(reason, message=f"'{self.real_type.__name__}' object has no attribute '{name}'")
+
     def sizes(self, tx) -> SizeValue:
         return SizeValue([self.size_item(tx, i) for i in range(self.fake.dim())])
 
@@ -117,7 +137,7 @@ class TensorValue(Value):
             raise GraphBreak(f"`tensor.{name}` is not captured (it reads autograd/storage state)")
         attr = getattr(torch.Tensor, name, None)
         if attr is None:
-            raise GraphBreak(f"tensors have no attribute {name!r}")
+            raise self.missing_attribute(tx, name)
         if callable(attr):
             return TensorMethodValue(self, name)
         raise GraphBreak(f"tensor attribute `.{name}` is not supported")

@@ -17,8 +17,6 @@ KNOWN_BREAKS: Dict[str, str] = {
     "print_text":
         '`print()` has effects outside the graph; it runs eagerly (move it out of the captured code, or '
         'behind a flag, to keep one graph)',
-    "attribute_error_caught":
-        "tensors have no attribute 'no_such_attribute'",
     "requires_grad_state":
         '`tensor.requires_grad_()` makes a tensor require grad, which a graph cannot do for its backends;'
         ' it runs eagerly between two graphs',
