@@ -9,7 +9,6 @@ errors of operators, attribute reads and unpacking on values the trace knows.  E
 from __future__ import annotations
 
 import contextlib
-import inspect
 import sys
 import types
 
@@ -18,27 +17,8 @@ import torch
 
 import dynacap
 from differential import CountingBackend, assert_fully_captured, run_differential
-from dynacap.interpreter import ops_containers
-from dynacap.values import builtins as value_builtins, exceptions, objects, operators, tensor
 
 BACKENDS = ["eager", "aot_eager"]
-
-
-def _has(fn, text: str) -> bool:
-    return text in inspect.getsource(fn)
-
-
-# Parts routed to other owners (/work/coord/requests-exceptions.md); each test runs once its part is in.
-needs_fold = pytest.mark.skipif(not _has(operators._fold, "from_real"), reason="request O1 (operators._fold)")
-needs_attribute_missing = pytest.mark.skipif(objects.AttributeMissing is not exceptions.AttributeMissing,
-                                             reason="request O2 (objects.AttributeMissing)")
-needs_builtins = pytest.mark.skipif("repr" not in value_builtins._HANDLERS or not _has(value_builtins._zip, "zip_of"),
-                                    reason="request O3 (builtins: repr, zip, reversed, iter)")
-needs_all_items = pytest.mark.skipif(not _has(objects.all_items, "take_all"), reason="request O4 (all_items)")
-needs_unpack = pytest.mark.skipif(not _has(ops_containers._unpack_sequence, "python_error"),
-                                  reason="request C1 (ops_containers unpacking)")
-needs_tensor_attribute = pytest.mark.skipif(not _has(tensor.TensorValue.getattr, "AttributeMissing"),
-                                            reason="request T1 (tensor attributes)")
 
 
 def captured_in_one_graph(fn, *args, backend="eager"):
@@ -394,7 +374,6 @@ def test_generators_in_one_graph(fn, backend):
     captured_in_one_graph(fn, torch.randn(3), backend=backend)
 
 
-@needs_all_items
 def test_list_of_a_raising_generator_is_caught():
     captured_in_one_graph(list_of_a_generator_that_raises, torch.randn(3))
 
@@ -533,7 +512,6 @@ def iter_until_the_callable_stops(x):
     return x * sum(iter(lambda: next(counter), 0))
 
 
-@needs_builtins
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("fn", [zip_leaves_the_rest_of_an_iterator, zip_strict_too_short, zip_strict_too_long,
                                 reversed_reads_the_live_list, iter_until_sentinel, iter_until_the_callable_stops],
@@ -542,7 +520,6 @@ def test_iteration_in_one_graph(fn, backend):
     captured_in_one_graph(fn, torch.randn(3), backend=backend)
 
 
-@needs_builtins
 def test_zip_over_a_list_the_loop_extends():
     """The list is read at each step (eager's zip holds the list's iterator); the frame list is mutated."""
     captured_in_one_graph(zip_reads_a_list_growing_in_the_loop, torch.zeros(2), [1, 2, 5])
@@ -582,14 +559,12 @@ def zero_division_in_a_comprehension(x):
     return x
 
 
-@needs_fold
 @pytest.mark.parametrize("fn", [division_by_zero_in_a_loop, modulo_by_zero_message, zero_division_in_a_comprehension],
                          ids=lambda f: f.__name__)
 def test_operator_errors_in_one_graph(fn):
     captured_in_one_graph(fn, torch.randn(3))
 
 
-@needs_fold
 def test_division_by_zero_in_the_handler_prints_and_mutates():
     def f(x, seen):
         try:
@@ -668,7 +643,6 @@ def missing_attribute_of_a_c_type_names_its_module(x):
     return x * v
 
 
-@needs_attribute_missing
 @pytest.mark.parametrize("fn", [hasattr_through_getattr_hook, missing_attribute_of_a_c_type_names_its_module, property_error_falls_back_to_getattr,
                                 missing_attribute_of_an_object_caught, user_getattr_error_caught_with_its_args],
                          ids=lambda f: f.__name__)
@@ -676,7 +650,6 @@ def test_attribute_errors_in_one_graph(fn):
     captured_in_one_graph(fn, torch.randn(3))
 
 
-@needs_tensor_attribute
 def test_missing_tensor_attribute_caught():
     def f(x):
         try:
@@ -688,7 +661,6 @@ def test_missing_tensor_attribute_caught():
     captured_in_one_graph(f, torch.randn(3))
 
 
-@needs_tensor_attribute
 def test_a_tensor_attribute_set_outside_is_found():
     def f(x):
         try:
@@ -719,7 +691,6 @@ def unpack_too_few(x):
     return a
 
 
-@needs_unpack
 @pytest.mark.parametrize("fn", [unpack_too_many, unpack_too_few], ids=lambda f: f.__name__)
 def test_unpacking_errors_in_one_graph(fn):
     captured_in_one_graph(fn, torch.randn(3))
