@@ -369,13 +369,6 @@ def test_type_with_three_arguments_makes_a_new_class_per_call():
 
 
 # -- class factories: collections.namedtuple and @dataclass on a class made here ----------------------------
-def _modelled(name):
-    from dynacap import trace_rules
-
-    rule = trace_rules.lookup(name)
-    return rule is not None and rule.rule is trace_rules.Rule.MODEL
-
-
 def namedtuple_made_here(x):
     import collections
 
@@ -402,8 +395,6 @@ def dataclass_made_here(x, log):
 @pytest.mark.parametrize("fn, args", [(namedtuple_made_here, ()), (dataclass_made_here, ([],))],
                          ids=["namedtuple", "dataclass"])
 def test_class_factories_on_classes_made_here(fn, args):
-    if not _modelled("collections.namedtuple" if fn is namedtuple_made_here else "dataclasses.dataclass"):
-        pytest.skip("the factory's model is not in trace_rules yet (requests-creation R10)")
     d = run_differential(fn, torch.randn(3), *args)
     assert d.compiles_first == 1
 
