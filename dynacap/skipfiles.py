@@ -51,6 +51,12 @@ def is_skipped_file(filename: str) -> bool:
     return any(path.startswith(p) for p in config.skip_prefixes)
 
 
+def is_installed_library(filename: str) -> bool:
+    """Whether ``filename`` belongs to an installed package or the standard library (not the user's code)."""
+    path = os.path.abspath(filename)
+    return path.startswith(_SITE_DIRS) or path.startswith(_STDLIB_DIRS) or path.startswith(_TORCH_DIR)
+
+
 _LAYER_DIR = os.path.join(_TORCH_DIR, "nn", "modules") + os.sep
 
 

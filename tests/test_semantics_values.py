@@ -4,6 +4,7 @@ constants in guards, objects created during the trace, recurrent layers.
 Each test runs the program eagerly and captured and compares results, exceptions and compile counts.
 """
 import enum
+import functools
 import io
 import math
 
@@ -557,3 +558,31 @@ def test_a_tensor_with_an_attribute_of_its_own_is_read_as_eager_reads_it():
     captured = dynacap.optimize(_read_missing_tensor_attributes, backend="eager")
     captured(torch.ones(2))
     assert captured(*fresh()[0])[1:] == (3, "'Tensor' object has no attribute 'other'", True, False)
+
+
+# -- the user's lru_cache'd functions --------------------------------------------------------------------------
+@functools.lru_cache(maxsize=4)
+def _cached_table(n):
+    _CACHE_LOG.append(n)
+    return n
+
+
+_CACHE_LOG: list = []
+
+
+def test_a_users_cached_function_sees_every_call():
+    """Called once at capture time, the cache missed every later call: ``cache_info().hits`` and the effects of a
+    miss differed from eager's (fuzz seeds 9000105, 9000593, 9001898, 9003227, 9004612)."""
+    def fn(x, k):
+        n = _cached_table(k) + _cached_table.cache_info().hits
+        return x + n, n
+
+    runs = []
+    for capture in (False, True):
+        _cached_table.cache_clear()
+        _CACHE_LOG.clear()
+        dynacap.reset()
+        call = dynacap.optimize(fn, backend=CountingBackend()) if capture else fn
+        runs.append(([call(torch.ones(1), k)[1] for k in (1.0, 1.0, 2.0, 1.0)], list(_CACHE_LOG),
+                     _cached_table.cache_info()))
+    assert runs[1] == runs[0]

@@ -432,6 +432,9 @@ class OpaqueCallableValue(Value):
                 from .wrap import wrap_constant_result
 
                 return wrap_constant_result(self.fn(*const[0], **const[1]), self.describe())
+        if type(self.fn) is functools._lru_cache_wrapper:
+            raise GraphBreak(f"call to {self.describe()}, a functools.lru_cache function: its cache must see every "
+                             "call (its statistics, the effects of a miss), so it runs eagerly")
         raise GraphBreak(
             f"call to {self.describe()}, a function dynacap cannot look inside; "
             "it runs eagerly (wrap it with dynacap.disable, or use a torch operation instead)"
@@ -459,9 +462,21 @@ def _modelled_instance_call(tx, obj) -> Value | None:
 
 def _is_pure(fn) -> bool:
     module = getattr(fn, "__module__", None) or getattr(getattr(fn, "__self__", None), "__name__", None)
-    # A function behind functools.lru_cache/cache: its author promises a result that depends on the
-    # arguments only (eager reads the same cache).  (No ``==`` on ``fn``: a cmp_to_key key raises there.)
-    return module in ("math", "_operator", "operator", "cmath") or type(fn) is functools._lru_cache_wrapper
+    # (No ``==`` on ``fn``: a cmp_to_key key raises there.)
+    return module in ("math", "_operator", "operator", "cmath") or _library_cache(fn)
+
+
+def _library_cache(fn) -> bool:
+    """A library function behind ``functools.lru_cache``/``cache`` (transformers' version checks): its author
+    promises a result that depends on the arguments only, and nothing reads its statistics, so it is called
+    once, at capture time.  The user's own cached functions run eagerly: their cache's statistics and the
+    effects of a miss must see every call (a capture-time call would be their only one)."""
+    from ..skipfiles import is_installed_library
+
+    if type(fn) is not functools._lru_cache_wrapper:
+        return False
+    code = getattr(getattr(fn, "__wrapped__", None), "__code__", None)
+    return isinstance(code, types.CodeType) and is_installed_library(code.co_filename)
 
 
 class PartialValue(Value):
