@@ -52,9 +52,10 @@ def is_skipped_file(filename: str) -> bool:
 
 
 def is_installed_library(filename: str) -> bool:
-    """Whether ``filename`` belongs to an installed package or the standard library (not the user's code)."""
+    """Whether ``filename`` belongs to an installed package, the standard library or dynacap itself (its models),
+    not the user's code."""
     path = os.path.abspath(filename)
-    return path.startswith(_SITE_DIRS) or path.startswith(_STDLIB_DIRS) or path.startswith(_TORCH_DIR)
+    return path.startswith((*_SITE_DIRS, *_STDLIB_DIRS, _TORCH_DIR, _DYNACAP_DIR))
 
 
 _LAYER_DIR = os.path.join(_TORCH_DIR, "nn", "modules") + os.sep

@@ -109,9 +109,23 @@ def _available(feature):
     return feature in ("a", "b")
 
 
-def test_lru_cached_function_of_constants_runs_for_real():
+def test_the_users_lru_cached_function_runs_eagerly():
+    """Its cache must see every call (statistics, the effects of a miss): called once at capture time, it would
+    miss every later one."""
     def fn(x):
         return x * 2 if _available("a") else x
+
+    run_differential(fn, torch.randn(3))
+    out = explain_captured(fn, torch.randn(3))
+    assert out.graph_break_count == 1 and "lru_cache" in out.break_reasons[0].reason
+
+
+def test_an_installed_librarys_lru_cached_function_of_constants_runs_for_real():
+    """transformers' version checks: the library's promise that the result depends on the arguments only."""
+    import_utils = pytest.importorskip("transformers.utils.import_utils")
+
+    def fn(x):
+        return x * 2 if import_utils.get_torch_major_and_minor_version() else x
 
     run_differential(fn, torch.randn(3))
     assert_fully_captured(fn, torch.randn(3))
