@@ -17,6 +17,9 @@ KNOWN_BREAKS: Dict[str, str] = {
     "print_text":
         '`print()` has effects outside the graph; it runs eagerly (move it out of the captured code, or '
         'behind a flag, to keep one graph)',
+    "lru_cache_of_constants":
+        'call to `constructs.stdlib.table`, a functools.lru_cache function: its cache must see every call'
+        ' (its statistics, the effects of a miss), so it runs eagerly',
     "requires_grad_state":
         '`tensor.requires_grad_()` makes a tensor require grad, which a graph cannot do for its backends;'
         ' it runs eagerly between two graphs',
