@@ -8,9 +8,9 @@
  * code in a shadow frame, a miss asks the callback for a new entry.
  *
  * It must not modify or clear the interpreter's own frame (on 3.11 the caller
- * clears it), must not intercept frames started while the callback, a guard
- * or a trace/profile function runs, and must not stay installed while no
- * thread has a callback: an installed hook disables 3.11's inlined
+ * clears it), must not intercept frames started while the callback, a guard,
+ * a trace/profile function or the garbage collector runs, and must not stay
+ * installed while no thread has a callback: an installed hook disables 3.11's inlined
  * Python-to-Python calls for everyone.
  */
 #include "cache.h"
@@ -18,6 +18,13 @@
 #include "guards.h"
 
 #include <string.h>
+
+/* The interpreter's garbage-collector state: whether a collection is running.
+ * pycore_gc.h defines the public header's deprecated _PyGC_FINALIZED again. */
+#undef _PyGC_FINALIZED
+#define Py_BUILD_CORE
+#include <internal/pycore_interp.h>
+#undef Py_BUILD_CORE
 
 /* ------------------------------------------------------------------------ */
 /* Interpreter-wide state. All of it is guarded by the GIL.                  */
@@ -339,10 +346,13 @@ dynacap_eval_frame(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwf
      * or failing that frame would skip its cleanup (finally, __exit__).
      * tstate->tracing: a sys.settrace/setprofile function (and whatever it
      * calls) is running; capturing it would trace the tracer, whose state
-     * changes on every event (and would never be traced itself anyway). */
+     * changes on every event (and would never be traced itself anyway).
+     * gc.collecting: gc callbacks, finalizers and weakref callbacks run by a
+     * collection, which starts wherever an allocation crosses a threshold:
+     * never code of the program being captured. */
     ThreadState *ts = PyThread_tss_get(&tss_key);
     if (ts == NULL || ts->callback == NULL || ts->busy || throwflag ||
-        tstate->tracing || !is_fresh_function_frame(frame)) {
+        tstate->tracing || tstate->interp->gc.collecting || !is_fresh_function_frame(frame)) {
         return previous_eval(tstate, frame, throwflag);
     }
     PyCodeObject *code = frame->f_code;

@@ -512,6 +512,38 @@ def test_frames_started_inside_callback_and_guard_not_intercepted(clean_hook):
     assert seen.count(add.__code__) == 1
 
 
+def test_frames_the_garbage_collector_runs_are_not_intercepted(clean_hook):
+    # A gc callback, a finalizer or a weakref callback runs whenever a collection happens to start,
+    # inside whatever frame allocated last: never code of the program to capture.
+    seen = []
+    ran = []
+
+    def on_gc(phase, info):
+        ran.append(phase)
+        helper(3)
+
+    class Finalized:
+        def __del__(self):
+            helper(4)
+
+    def make_cycle():
+        a = Finalized()
+        a.self = a
+
+    gc.callbacks.append(on_gc)
+    try:
+        with hooked(lambda code, *rest: seen.append(code)):
+            make_cycle()
+            gc.collect()
+    finally:
+        gc.callbacks.remove(on_gc)
+    assert ran[-2:] == ["start", "stop"]
+    assert make_cycle.__code__ in seen
+    assert on_gc.__code__ not in seen
+    assert Finalized.__del__.__code__ not in seen
+    assert helper.__code__ not in seen
+
+
 def test_callback_that_raises(clean_hook):
     box = []
 
