@@ -142,7 +142,7 @@ def dict_union(tx, symbol: str, a: Value, b: Value) -> Value:
     ``|`` needs two dicts (a subclass on the right answers first, ``OrderedDict.__ror__``); ``|=`` takes
     any mapping or iterable of pairs, as ``update`` does, and is ``a`` itself.
     """
-    from .builtins import dict_items
+    from .builtins.constructors import dict_items
     from .containers import DictValue
     from .exceptions import python_error
 

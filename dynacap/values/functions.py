@@ -300,7 +300,7 @@ class ContainerMethodValue(MethodOfValue):
             raise GraphBreak(f"{self.describe()} with keyword arguments")
         if isinstance(c, ListValue):
             if name == "sort":
-                from .builtins import sort_list
+                from .builtins.ordering import sort_list
 
                 return sort_list(tx, c, args, kwargs)
             if name == "append":

@@ -210,7 +210,7 @@ class NewDictObjectValue(NewObjectValue):
 
     def init_base(self, tx, args, kwargs) -> None:
         """The base's own ``__init__`` (``dict.__init__(self, *args, **kw)``): its items updated."""
-        from .builtins import dict_items
+        from .builtins.constructors import dict_items
 
         if len(args) > 1:
             raise GraphBreak(f"{self.base.__name__}.__init__ takes at most one positional argument "

@@ -26,7 +26,8 @@ from ..errors import GraphBreak, is_generated
 from ..source import AttrSource, ItemSource, LocalSource, Source
 from .base import Value
 from .class_state import ClassValue
-from .builtins import TYPE_PREDICATES, BuiltinValue, SignatureValue, TypePredicateValue
+from .builtins import BuiltinValue
+from .builtins.introspection import TYPE_PREDICATES, SignatureValue, TypePredicateValue
 from .constant import ConstantValue, is_literal
 from .containers import DictValue, FrameItems, ListValue, SizeValue, TupleValue
 from .enums import is_enum_member, member_value
