@@ -47,7 +47,7 @@ from bytecode import BinaryOp, Bytecode, CompilerFlags, FreeVar, Instr, Label, T
 
 from .. import hook
 from ..graph.effects import graph_may_mutate
-from ..interpreter.tracer import SideEffect
+from ..interpreter.trace_context import SideEffect
 from ..source import (AttrSource, BuiltinSource, DictEntrySource, GlobalSource, ItemSource, KeyedItemSource, LocalSource,
                       ModuleGlobalSource, Source)
 from .emitter import Emitter

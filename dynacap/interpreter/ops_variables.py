@@ -11,7 +11,8 @@ from ..values.base import DELETED, NullValue, Value
 from ..values.constant import ConstantValue, is_literal
 from ..values.exceptions import python_error
 from ..values.wrap import wrap
-from .tracer import CellBox, handles
+from .call_frames import CellBox
+from .tracer import handles
 
 
 @handles("NOP", "RESUME", "PRECALL", "EXTENDED_ARG")

@@ -5,7 +5,8 @@ the value stack, the locals (by name), the cells, the instruction pointer
 and the pending ``KW_NAMES``.  Because it mirrors the real frame, the code
 generator can rebuild it in bytecode at any instruction (used to resume
 after a graph break).  Inlined calls get a child ``Tracer`` sharing the
-parent's ``TraceContext`` (graph, guards, side effects).
+parent's ``TraceContext`` (graph, guards, side effects: ``trace_context``),
+its frame started by ``call_frames`` (arguments bound, closure cells).
 
 The tracer never runs user code for real and never compiles anything: it
 only produces values, graph nodes, guards and side effects.
@@ -18,12 +19,11 @@ import linecache
 import traceback
 import types
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
 from .. import config, trace_rules
-from ..dynamic import ShapePolicy
 from ..errors import GraphBreak
 from ..graph import GraphBuilder
 from ..guards import GuardSet
@@ -34,9 +34,11 @@ from ..skipfiles import is_layer_file
 from ..source import LocalSource
 from ..values.base import DELETED, Value
 from ..values.constant import ConstantValue
-from ..values.exceptions import CALLERS, ExceptionValue, PythonError
+from ..values.exceptions import ExceptionValue, PythonError
 from ..values.grad_mode import WithBlock
 from ..values.library import call_by_rule
+from .call_frames import CellBox, bind_arguments, closure_cells
+from .trace_context import SideEffect, TraceContext
 
 #: opname -> handler(tracer, instruction); filled by the ``ops_*`` modules.
 HANDLERS: dict = {}
@@ -50,38 +52,6 @@ def handles(*opnames):
         return fn
 
     return register
-
-
-class CellBox:
-    """A closure cell while tracing: shared by the frame that owns it and inlined closures.
-
-    A cell that exists at run time (a closure of the traced frame or of a
-    function reached from it) has a ``source``; its contents are wrapped
-    (and guarded) on first read only.
-    """
-
-    _UNREAD = object()
-
-    def __init__(self, value: Value | None = None, source=None, raw=_UNREAD):
-        self._value = value
-        self.source = source
-        self._raw = raw
-
-    def get(self, tx) -> Value | None:
-        if self._raw is not CellBox._UNREAD:
-            from ..values.wrap import wrap
-
-            raw, self._raw = self._raw, CellBox._UNREAD
-            self._value = wrap(tx, raw, self.source) if self.source is not None else wrap_unsourced(tx, raw)
-        return self._value
-
-    def set(self, value: Value) -> None:
-        self._raw = CellBox._UNREAD
-        self._value = value
-
-    def peek(self) -> Value | None:
-        """The contents as a value if the trace made or read them (unread contents are not wrapped here)."""
-        return self._value if self._raw is CellBox._UNREAD else None
 
 
 @dataclass
@@ -104,122 +74,6 @@ class FrameAtBreak:
     checkpoint: Checkpoint
     instruction: dis.Instruction
 
-
-@dataclass
-class SideEffect:
-    """A Python-level mutation to replay after the graph runs, in program order."""
-
-    kind: str  # "setattr" | "delattr" | "store_global" | "delete_global" | "container"
-    target: object  # Value (setattr) or globals dict (store_global)
-    name: str
-    value: Value
-    #: For "store_global"/"delete_global": whether ``target`` is the root frame's own globals (``STORE_GLOBAL``).
-    own_globals: bool = False
-
-
-@dataclass
-class TraceContext:
-    """State shared by a root frame's tracer and every inlined callee."""
-
-    f_globals: dict
-    f_builtins: dict
-    graph: GraphBuilder = field(default_factory=GraphBuilder)
-    guards: GuardSet = field(default_factory=GuardSet)
-    side_effects: list = field(default_factory=list)
-    attribute_overrides: dict = field(default_factory=dict)
-    global_overrides: dict = field(default_factory=dict)
-    module_tensors: dict = field(default_factory=dict)
-    #: id(list or dict from the frame) -> its value, so every path to it sees the same mutations.
-    containers: dict = field(default_factory=dict)
-    instructions_run: int = 0
-    #: Bumped by every mutation of a traced list/dict (mutations cannot be rolled back).
-    mutations: int = 0
-    #: Grad mode when the root frame started.
-    initial_grad: bool = True
-    #: >0 while a built-in torch.nn layer's forward is being inlined (see values.module._inline_layer).
-    library_depth: int = 0
-    #: Real contexts entered for captured ``with torch.autocast()`` / ``warnings.catch_warnings()`` blocks,
-    #: innermost last: left when the trace ends.
-    autocasts: list = field(default_factory=list)
-    #: The tracer whose instruction is running (innermost frame of the inlined chain).
-    running: "Tracer | None" = None
-    #: Whether the graph holds an operation a ``try`` handler protects (kept after rollbacks: conservative).
-    handled_ops: bool = False
-    #: Which input sizes and ints are symbolic (``dynamic.ShapePolicy``); None: all static.
-    shapes: "ShapePolicy | None" = None
-    #: Sources of frame dicts read by key (``values.keyed_dicts``), learnt by an earlier attempt.
-    keyed_dicts: frozenset = frozenset()
-    #: The exception being handled (``sys.exception()``): ``CALLERS`` (the caller's, unknown) until a
-    #: traced handler's ``PUSH_EXC_INFO`` sets an ``ExceptionValue``; ``POP_EXCEPT`` puts it back.
-    exc_info: Value = CALLERS
-    #: Generators of the trace that were suspended at a ``yield`` inside a try or with block.
-    suspended_generators: list = field(default_factory=list)
-    #: Functions made by the trace with a closure: ``id(fn)`` -> ``(fn, the tracer's cell boxes)``, for code
-    #: that reaches such a function through a class made in the trace rather than the value made for it.
-    made_closures: dict = field(default_factory=dict)
-
-    def __post_init__(self):
-        self.graph.before_node = self.keep_program_order
-
-    def unfinished_handlers(self) -> list:
-        """Generators suspended inside a try or with block now: eager runs their handler when they are closed
-        or freed, which code after a graph break (where they do not exist) would never do."""
-        return [g for g in self.suspended_generators if g.suspended_in_handler and not g.done]
-
-    def keep_program_order(self, mutates: bool, raises: bool = True) -> None:
-        """Called before each graph operation: break where a raising graph would skip eager's effects.
-
-        ``raises``: whether the operation may raise when the graph runs (``graph.effects.may_raise``).
-        """
-        self._keep_handlers_reachable(mutates)
-        self._keep_side_effects_in_order(mutates, raises)
-
-    def _keep_handlers_reachable(self, mutates: bool) -> None:
-        """Refuse a graph operation whose failure a ``try`` handler could not see (``graph.effects``).
-
-        A graph runs outside the frame's ``try`` blocks.  One that changes nothing
-        that stays changed is rerun eagerly if it raises, so the handler runs;
-        one that changes an input, parameter or buffer cannot be rerun, so it may
-        not also hold operations inside a ``try`` block (of the frame or of a
-        caller in the inlined chain): the graph is split there.
-        """
-        inside = self.running is not None and self.running.inside_try()
-        if inside and (mutates or self.graph.holds_mutation()) or mutates and self.handled_ops:
-            raise GraphBreak("an operation inside a try block in a graph that changes an input, parameter or "
-                             "buffer (in place, or a running-stat update): the graph is split there so that the "
-                             "except/finally handler runs if it raises")
-        self.handled_ops = self.handled_ops or inside
-
-    def _keep_side_effects_in_order(self, mutates: bool, raises: bool) -> None:
-        """Refuse a graph operation that would lose side effects if the graph raised (``graph.effects``).
-
-        The graph runs before the side effects recorded during its trace are
-        replayed.  A graph that changes nothing that stays changed is rerun
-        eagerly if it raises (``codegen.rewrite``).  One that changes an input,
-        parameter or buffer cannot be rerun, so no operation (any may raise)
-        may follow a side effect in it: such an operation runs eagerly (a graph
-        break) after the graph and the replay, and the rest of the frame
-        resumes.  Side effects after its last operation are fine: if the graph
-        raises, eager would not have reached them either; so are operations after
-        them that cannot raise once traced (``raises`` False: their errors are
-        about shapes and dtypes, which fake propagation checked), such as the
-        ``F.linear`` that reads the weight a spectral-norm pre-hook assigned.
-        """
-        if not self.side_effects:
-            return
-        if mutates:
-            raise GraphBreak("an operation that changes an input, parameter or buffer (in place, or a running-stat "
-                             "update) after a Python side effect: the graph is split there so that side effects "
-                             "keep program order if it raises")
-        if raises and self.graph.holds_mutation():
-            raise GraphBreak("an operation after a Python side effect in a graph that changes an input, parameter "
-                             "or buffer (in place, or a running-stat update): the graph is split there so that "
-                             "side effects keep program order if it raises")
-
-    def rollback(self, nodes: int, side_effects: int) -> None:
-        """Forget the graph nodes and side effects recorded after those counts (an instruction that broke)."""
-        self.graph.rollback(nodes)
-        del self.side_effects[side_effects:]
 
 
 #: id(code) -> (weak reference to the code, its instructions, offset -> index): every inlined call of a
@@ -550,13 +404,6 @@ class Tracer:
         self.ctx.module_tensors[key] = value
         return value
 
-    def _wrap_default(self, fn_value, name: str, param: inspect.Parameter, value) -> Value:
-        """A default argument: guarded through the function when it can be reached, else as a constant."""
-        from ..values.wrap import wrap
-
-        source = _default_source(fn_value, name, param)
-        return wrap(self, value, source) if source is not None else wrap_unsourced(self, value)
-
     def guard_module_state(self, module_value) -> None:
         if module_value.source is not None:
             from ..source import AttrSource
@@ -566,8 +413,6 @@ class Tracer:
     # -- calls ----------------------------------------------------------------------------
     def inline_call(self, fn_value, args: list[Value], kwargs: dict[str, Value]) -> Value:
         """Interpret a user function's bytecode in a child tracer and return its result."""
-        from ..source import CellContentsSource, ClassSource
-        from ..values.containers import DictValue, TupleValue
         from ..skipfiles import is_skipped_file
 
         fn = fn_value.fn
@@ -585,43 +430,12 @@ class Tracer:
             raise GraphBreak(f"calls nested deeper than config.inline_depth_limit={config.inline_depth_limit}")
         if code.co_flags & (inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE):
             raise GraphBreak(f"calling coroutine/async function {fn.__qualname__} is not supported")
-        # The code that runs is fn's own: never the signature functools.wraps advertises.
-        signature = signature_of(fn)
-        try:
-            bound = signature.bind(*args, **kwargs)
-        except TypeError as e:
-            raise GraphBreak(f"calling {fn.__qualname__}: {e} (TypeError at run time)") from None
-        bound.apply_defaults()
+        local_values = bind_arguments(self, fn_value, args, kwargs)
         child = Tracer(code, self.ctx, fn.__globals__, parent=self)
         child.direct_call, self.calling = self.calling, False
-        params = signature.parameters
-        for name, value in bound.arguments.items():
-            kind = params[name].kind
-            if kind is inspect.Parameter.VAR_POSITIONAL:
-                value = TupleValue(list(value))
-            elif kind is inspect.Parameter.VAR_KEYWORD:
-                value = DictValue(dict(value))
-            elif not isinstance(value, Value):
-                value = self._wrap_default(fn_value, name, params[name], value)
-            child.locals[name] = value
+        child.locals.update(local_values)
         if code.co_freevars:
-            boxes = fn_value.closure_cells
-            if boxes is None:
-                boxes = self.ctx.made_closures.get(id(fn), (None, None))[1]
-            if boxes is not None:
-                for name, box in zip(code.co_freevars, boxes):
-                    child.cells[name] = box
-            else:
-                for i, (name, cell) in enumerate(zip(code.co_freevars, fn.__closure__)):
-                    try:
-                        contents = cell.cell_contents
-                    except ValueError:
-                        child.cells[name] = CellBox(None)
-                        continue
-                    # A function found without a path (a method through its object's class, guarded there) is
-                    # reached as itself: its cells' contents are then guarded, and changes to them replayed.
-                    base = fn_value.source if fn_value.source is not None else ClassSource(fn)
-                    child.cells[name] = CellBox(source=CellContentsSource(base, i, name), raw=contents)
+            child.cells.update(closure_cells(self, fn_value))
         if code.co_flags & inspect.CO_GENERATOR:
             from ..values.iterators import GeneratorValue
 
@@ -629,20 +443,6 @@ class Tracer:
             child.direct_call = False
             return GeneratorValue(child, fn)
         return child.run()
-
-
-def _default_source(fn_value, name: str, param: inspect.Parameter):
-    """Where a default argument lives (``fn.__defaults__[i]`` / ``fn.__kwdefaults__[name]``), if reachable."""
-    from ..source import AttrSource, ItemSource
-
-    if fn_value.source is None:
-        return None
-    if param.kind is inspect.Parameter.KEYWORD_ONLY:
-        return ItemSource(AttrSource(fn_value.source, "__kwdefaults__"), name)
-    positional = [p for p in signature_of(fn_value.fn).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    with_defaults = [p.name for p in positional if p.default is not p.empty]
-    return ItemSource(AttrSource(fn_value.source, "__defaults__"), with_defaults.index(name))
 
 
 def _refuse_store_without_dict(target: Value, name: str) -> None:
@@ -661,23 +461,6 @@ def _refuse_store_without_dict(target: Value, name: str) -> None:
                                   f"it (AttributeError at run time)")
 
 
-#: function -> (code, defaults, kwdefaults, its Signature): a function's signature is a function of those
-#: three (each compared by identity), unless it carries a ``__signature__`` of its own (never memoised).
-_SIGNATURES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def signature_of(fn: types.FunctionType) -> inspect.Signature:
-    """``inspect.signature(fn, follow_wrapped=False)``, computed once per function while it is unchanged."""
-    parts = (fn.__code__, fn.__defaults__, fn.__kwdefaults__)
-    if "__signature__" in fn.__dict__:
-        return inspect.signature(fn, follow_wrapped=False)
-    known = _SIGNATURES.get(fn)
-    if known is not None and all(a is b for a, b in zip(known[:3], parts)):
-        return known[3]
-    signature = inspect.signature(fn, follow_wrapped=False)
-    _SIGNATURES[fn] = (*parts, signature)
-    return signature
-
 def _identity_of(value: Value):
     """The object a value stood for while tracing (for attribute overrides within one trace).
 
@@ -692,16 +475,3 @@ def _identity_of(value: Value):
         return value.module
     return value.obj if isinstance(value, ObjectValue) else value.real_object()
 
-
-def wrap_unsourced(tx: Tracer, value) -> Value:
-    """A value with no source: a default argument, or a closure of an unreachable function."""
-    from ..values.constant import ConstantValue, is_literal
-    from ..values.wrap import wrap
-
-    if is_literal(value):
-        return ConstantValue(value)
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        raise GraphBreak("a tensor held in a default argument or closure that dynacap cannot reach")
-    return wrap(tx, value, None)

@@ -1,0 +1,152 @@
+"""How an inlined call's frame starts: its arguments bound to the callee's signature, its defaults and its
+closure cells wrapped as values (``CellBox``).
+
+What eager's call does before the callee's first instruction, done for a child ``Tracer``; a call that
+would raise ``TypeError`` is a break.  Nothing here interprets bytecode.
+"""
+from __future__ import annotations
+
+import inspect
+import types
+import weakref
+
+import torch
+
+from ..errors import GraphBreak
+from ..source import AttrSource, CellContentsSource, ClassSource, ItemSource
+from ..values.base import Value
+from ..values.constant import ConstantValue, is_literal
+from ..values.containers import DictValue, TupleValue
+
+
+
+class CellBox:
+    """A closure cell while tracing: shared by the frame that owns it and inlined closures.
+
+    A cell that exists at run time (a closure of the traced frame or of a
+    function reached from it) has a ``source``; its contents are wrapped
+    (and guarded) on first read only.
+    """
+
+    _UNREAD = object()
+
+    def __init__(self, value: Value | None = None, source=None, raw=_UNREAD):
+        self._value = value
+        self.source = source
+        self._raw = raw
+
+    def get(self, tx) -> Value | None:
+        if self._raw is not CellBox._UNREAD:
+            from ..values.wrap import wrap
+
+            raw, self._raw = self._raw, CellBox._UNREAD
+            self._value = wrap(tx, raw, self.source) if self.source is not None else wrap_unsourced(tx, raw)
+        return self._value
+
+    def set(self, value: Value) -> None:
+        self._raw = CellBox._UNREAD
+        self._value = value
+
+    def peek(self) -> Value | None:
+        """The contents as a value if the trace made or read them (unread contents are not wrapped here)."""
+        return self._value if self._raw is CellBox._UNREAD else None
+
+
+def bind_arguments(tx, fn_value, args: list[Value], kwargs: dict[str, Value]) -> dict[str, Value]:
+    """The callee's locals at entry: ``args``/``kwargs`` bound as its signature binds them, defaults wrapped."""
+    fn = fn_value.fn
+    # The code that runs is fn's own: never the signature functools.wraps advertises.
+    signature = signature_of(fn)
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError as e:
+        raise GraphBreak(f"calling {fn.__qualname__}: {e} (TypeError at run time)") from None
+    bound.apply_defaults()
+    params = signature.parameters
+    local_values = {}
+    for name, value in bound.arguments.items():
+        kind = params[name].kind
+        if kind is inspect.Parameter.VAR_POSITIONAL:
+            value = TupleValue(list(value))
+        elif kind is inspect.Parameter.VAR_KEYWORD:
+            value = DictValue(dict(value))
+        elif not isinstance(value, Value):
+            value = _wrap_default(tx, fn_value, name, params[name], value)
+        local_values[name] = value
+    return local_values
+
+
+def closure_cells(tx, fn_value) -> dict[str, CellBox]:
+    """The callee's free variables: the trace's own cell boxes for a function it made, else the real cells,
+    read (and guarded) through the function on first use."""
+    fn = fn_value.fn
+    names = fn.__code__.co_freevars
+    boxes = fn_value.closure_cells
+    if boxes is None:
+        boxes = tx.ctx.made_closures.get(id(fn), (None, None))[1]
+    if boxes is not None:
+        return dict(zip(names, boxes))
+    cells = {}
+    for i, (name, cell) in enumerate(zip(names, fn.__closure__)):
+        try:
+            contents = cell.cell_contents
+        except ValueError:
+            cells[name] = CellBox(None)
+            continue
+        # A function found without a path (a method through its object's class, guarded there) is
+        # reached as itself: its cells' contents are then guarded, and changes to them replayed.
+        base = fn_value.source if fn_value.source is not None else ClassSource(fn)
+        cells[name] = CellBox(source=CellContentsSource(base, i, name), raw=contents)
+    return cells
+
+
+def _wrap_default(tx, fn_value, name: str, param: inspect.Parameter, value) -> Value:
+    """A default argument: guarded through the function when it can be reached, else as a constant."""
+    from ..values.wrap import wrap
+
+    source = _default_source(fn_value, name, param)
+    return wrap(tx, value, source) if source is not None else wrap_unsourced(tx, value)
+
+
+
+def _default_source(fn_value, name: str, param: inspect.Parameter):
+    """Where a default argument lives (``fn.__defaults__[i]`` / ``fn.__kwdefaults__[name]``), if reachable."""
+    if fn_value.source is None:
+        return None
+    if param.kind is inspect.Parameter.KEYWORD_ONLY:
+        return ItemSource(AttrSource(fn_value.source, "__kwdefaults__"), name)
+    positional = [p for p in signature_of(fn_value.fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    with_defaults = [p.name for p in positional if p.default is not p.empty]
+    return ItemSource(AttrSource(fn_value.source, "__defaults__"), with_defaults.index(name))
+
+
+
+#: function -> (code, defaults, kwdefaults, its Signature): a function's signature is a function of those
+#: three (each compared by identity), unless it carries a ``__signature__`` of its own (never memoised).
+_SIGNATURES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def signature_of(fn: types.FunctionType) -> inspect.Signature:
+    """``inspect.signature(fn, follow_wrapped=False)``, computed once per function while it is unchanged."""
+    parts = (fn.__code__, fn.__defaults__, fn.__kwdefaults__)
+    if "__signature__" in fn.__dict__:
+        return inspect.signature(fn, follow_wrapped=False)
+    known = _SIGNATURES.get(fn)
+    if known is not None and all(a is b for a, b in zip(known[:3], parts)):
+        return known[3]
+    signature = inspect.signature(fn, follow_wrapped=False)
+    _SIGNATURES[fn] = (*parts, signature)
+    return signature
+
+
+
+def wrap_unsourced(tx, value) -> Value:
+    """A value with no source: a default argument, or a closure of an unreachable function."""
+    from ..values.wrap import wrap
+
+    if is_literal(value):
+        return ConstantValue(value)
+    if isinstance(value, torch.Tensor):
+        raise GraphBreak("a tensor held in a default argument or closure that dynacap cannot reach")
+    return wrap(tx, value, None)
