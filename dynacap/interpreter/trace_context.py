@@ -8,7 +8,6 @@ may raise from reordering those effects (``keep_program_order``).  It holds no f
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from ..dynamic import ShapePolicy
 from ..errors import GraphBreak
@@ -16,9 +15,6 @@ from ..graph import GraphBuilder
 from ..guards import GuardSet
 from ..values.base import Value
 from ..values.exceptions import CALLERS
-
-if TYPE_CHECKING:
-    from .tracer import Tracer
 
 
 
@@ -59,7 +55,7 @@ class TraceContext:
     #: innermost last: left when the trace ends.
     autocasts: list = field(default_factory=list)
     #: The tracer whose instruction is running (innermost frame of the inlined chain).
-    running: "Tracer | None" = None
+    running: object = None
     #: Whether the graph holds an operation a ``try`` handler protects (kept after rollbacks: conservative).
     handled_ops: bool = False
     #: Which input sizes and ints are symbolic (``dynamic.ShapePolicy``); None: all static.
