@@ -24,6 +24,11 @@ inline_depth_limit: int = 32
 #: Largest number of loop iterations unrolled in one frame before giving up.
 max_unroll: int = 4096
 
+#: Most bytecode instructions interpreted in one capture (the frame and every call inlined into it): a
+#: bound on capture time.  HuggingFace models read their configs through Python (``to_dict()``, a
+#: ``__getattribute__`` per read): a tiny T5 needs about 80,000.
+max_instructions: int = 1_000_000
+
 #: Path prefixes whose code is never captured (besides dynacap and the stdlib,
 #: which are always skipped).  Extend to skip a library.
 skip_prefixes: list[str] = []
@@ -54,6 +59,7 @@ _SETTINGS = (
     "suppress_errors",
     "inline_depth_limit",
     "max_unroll",
+    "max_instructions",
     "skip_prefixes",
     "compiled_autograd",
     "share_graphs_across_instances",

@@ -237,3 +237,43 @@ def test_break_inside_unknown_with_block_runs_its_exit():
                 g(bp.t(3), r_cap, fail)
         assert r_cap.events == r_eager.events
         dynacap.reset()
+
+
+def _long_python_loop(x):
+    total = 0
+    for i in range(6000):
+        total += i % 7
+    return x + total
+
+
+def _step(i):
+    a = i * 3
+    b = a % 5
+    return a + b - i
+
+
+def _many_inlined_calls(x, n):
+    total = 0
+    for i in range(n):
+        total += _step(i)
+    return x * total
+
+
+def test_a_loop_past_max_unroll_iterations_breaks_and_gives_the_eager_result():
+    out = explain_captured(_long_python_loop, torch.ones(3))
+    reasons = [r.reason for r in out.break_reasons]
+    assert any("config.max_unroll=4096 iterations" in r and "_long_python_loop" in r for r in reasons), reasons
+    run_differential(_long_python_loop, torch.ones(3))
+
+
+def test_the_instruction_budget_bounds_a_capture_not_the_loop_count():
+    # Past the old fixed bound (65,536 instructions in a capture) and under max_unroll iterations: one graph.
+    out = explain_captured(_many_inlined_calls, torch.ones(3), 3000)
+    assert (out.graph_count, out.graph_break_count) == (1, 0), str(out)
+    with dynacap.config.patch(max_instructions=3000):
+        dynacap.reset()
+        out = explain_captured(_many_inlined_calls, torch.ones(3), 3000)
+    reasons = [r.reason for r in out.break_reasons]
+    assert any("config.max_instructions=3000" in r for r in reasons), reasons
+    with dynacap.config.patch(max_instructions=3000):
+        run_differential(_many_inlined_calls, torch.ones(3), 3000)

@@ -40,6 +40,9 @@ from ..values.library import call_by_rule
 from .call_frames import CellBox, bind_arguments, closure_cells
 from .trace_context import SideEffect, TraceContext
 
+#: The opcodes that close a loop's iteration.
+_BACKWARD_JUMPS = frozenset(dis.opmap[name] for name in ("JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT"))
+
 #: opname -> handler(tracer, instruction); filled by the ``ops_*`` modules.
 HANDLERS: dict = {}
 
@@ -127,6 +130,8 @@ class Tracer:
         self.pulled_by_loop = False
         #: For an inlined generator: its ``values.iterators.GeneratorValue``.
         self.generator = None
+        #: Backward jumps taken in this frame: loop iterations unrolled (``config.max_unroll``).
+        self.iterations = 0
 
     # -- shared state -----------------------------------------------------------
     @property
@@ -203,8 +208,14 @@ class Tracer:
         ctx.instructions_run += 1
         outer, ctx.running = ctx.running, self
         try:
-            if self.ctx.instructions_run > config.max_unroll * 16:
-                raise GraphBreak("the captured code runs too many instructions (a very long or endless loop)")
+            if instruction.opcode in _BACKWARD_JUMPS:
+                self.iterations += 1
+                if self.iterations > config.max_unroll:
+                    raise GraphBreak(f"a loop in {self.code.co_name} runs more than config.max_unroll="
+                                     f"{config.max_unroll} iterations while capturing (a very long or endless loop)")
+            if ctx.instructions_run > config.max_instructions:
+                raise GraphBreak(f"the captured code runs more than config.max_instructions={config.max_instructions} "
+                                 "bytecode instructions while capturing (a very long computation in Python)")
             handler = HANDLERS.get(instruction.opname)
             if handler is None:
                 raise GraphBreak(f"the bytecode instruction {instruction.opname} is not supported yet")
