@@ -236,6 +236,16 @@ class BoundMethodValue(Value):
     def call(self, tx, args, kwargs):
         return self.function.call(tx, [self.self_value, *args], kwargs)
 
+    def getattr(self, tx, name):
+        # ``method_getattro``: the method type's own attributes, then the function's (``m.__name__``).
+        if name == "__self__":
+            return self.self_value
+        if name == "__func__":
+            return self.function
+        if name == "__doc__" or not any(name in k.__dict__ for k in types.MethodType.__mro__):
+            return self.function.getattr(tx, name)
+        return super().getattr(tx, name)
+
     def reconstruct(self, cg) -> None:
         if self.source is not None:
             cg.extend(self.source.emit())
