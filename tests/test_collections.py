@@ -380,3 +380,40 @@ def test_deepcopy_with_a_memo_of_the_caller_runs_eagerly():
         dynacap.optimize(fn, backend="eager", fullgraph=True)(torch.ones(2))
     # Each call's id() values reach the resumed code as new constants: the cache is not hit.
     run_differential(fn, torch.ones(2), check_cache=False)
+
+
+PairNT = collections.namedtuple("PairNT", ["a", "b"])
+
+
+def test_namedtuple_make_from_an_iterable():
+    def f(x):
+        p = PairNT._make([x, x * 2])
+        q = PairNT._make(t * 3 for t in (x, 1))
+        return p.b - p.a, q, type(q).__name__
+
+    assert_fully_captured(f, torch.randn(3))
+    run_differential(f, torch.randn(3))
+
+
+def test_namedtuple_make_of_the_wrong_length_raises_as_in_eager():
+    def f(x):
+        try:
+            PairNT._make([x, x, x])
+        except TypeError as e:
+            return x + 1, str(e)
+        return x, ""
+
+    assert_fully_captured(f, torch.randn(3))
+    run_differential(f, torch.randn(3))
+
+
+def test_namedtuple_make_of_a_frame_generator_still_breaks():
+    # A real generator passed in is never advanced at capture time.
+    def f(x, items):
+        return PairNT._make(items).a + x
+
+    with pytest.raises(dynacap.Unsupported):
+        dynacap.optimize(f, backend="eager", fullgraph=True)(torch.randn(2), iter([1, 2]))
+    x = torch.randn(2)
+    out = dynacap.optimize(f, backend="eager")(x, (i for i in (1, 2)))
+    assert torch.equal(out, f(x, (i for i in (1, 2))))

@@ -116,6 +116,7 @@ TRACED = {
     "collections.ChainMap": "pure Python over its maps",
     **{f"_collections_abc.{name}": "pure Python: views over the mapping's own methods" for name in (
         "Mapping.keys", "Mapping.items", "Mapping.values", "MappingView", "KeysView", "ItemsView", "ValuesView")},
+    "collections.namedtuple.<locals>._make": "pure Python: tuple.__new__(cls, iterable) and a length check",
     "dataclasses.fields": "pure Python",
     "dataclasses._is_dataclass_instance": "pure Python",
     "dataclasses.replace": "pure Python: reads the fields, calls the class",
