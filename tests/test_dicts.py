@@ -255,3 +255,31 @@ def test_a_break_inside_a_sort_key_is_not_taken_for_the_sorts_result():
         return items, sorted([x, y], key=lambda e: e.sum().item()), max([x, y], key=lambda e: e.sum().item())
 
     run_differential(f, torch.randn(3), torch.randn(3) * 5)
+
+
+class _Palette(__import__("enum").Enum):
+    RED = 1
+
+
+#: A validator table keyed as huggingface_hub's is: typing special forms, builtin classes and ABCs.
+VALIDATORS = {typing.Union: "union", typing.Literal: "literal", list: "list",
+              collections.abc.Sequence: "sequence", _Palette: "enum"}
+
+
+def test_a_global_dict_keyed_by_typing_forms_and_abcs_is_read_by_key():
+    def fn(x, hint):
+        scale = len(VALIDATORS.get(typing.get_origin(hint), "none"))
+        return x * scale + len(VALIDATORS[collections.abc.Sequence])
+
+    assert_fully_captured(fn, torch.ones(2), typing.Literal["a"])
+    run_differential(fn, torch.ones(2), typing.Literal["a"])
+    compiled = dynacap.optimize(fn, backend="eager")
+    assert torch.equal(compiled(torch.ones(2), typing.Literal["a"]), fn(torch.ones(2), typing.Literal["a"]))
+    VALIDATORS[typing.Literal] = "a literal"  # the keys are unchanged: the value is guarded through its key
+    try:
+        assert torch.equal(compiled(torch.ones(2), typing.Literal["a"]), fn(torch.ones(2), typing.Literal["a"]))
+        VALIDATORS[tuple] = "tuple"  # a new key: the dict's keys are guarded
+        assert torch.equal(compiled(torch.ones(2), typing.Literal["a"]), fn(torch.ones(2), typing.Literal["a"]))
+    finally:
+        VALIDATORS[typing.Literal] = "literal"
+        VALIDATORS.pop(tuple, None)

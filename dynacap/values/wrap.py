@@ -45,7 +45,8 @@ from .torch_ns import TorchValue, is_torch_object
 #: Kinds of library callables a trace rule may name (``itertools.chain``, ``chain.from_iterable``).
 _LIBRARY_CALLABLE_TYPES = (type, types.BuiltinFunctionType, types.BuiltinMethodType)
 #: Typing constructs (``List``, ``Optional[int]``, ``list[int]``, a ``TypeVar``): immutable, subscripted for real.
-_TYPING_TYPES = frozenset({type(typing.List), type(typing.Optional), type(typing.Any), type(typing.List[int]),
+_TYPING_TYPES = frozenset({type(typing.List), type(typing.Optional), type(typing.Literal), type(typing.Any),
+                           type(typing.List[int]),
                            type(typing.Union[int, str]), type(typing.Callable[[int], int]), type(list[int]),
                            typing.TypeVar, typing.ForwardRef})
 #: Dict types held as ``DictValue`` (constant keys) or ``KeyedDictValue`` (tensor keys).
@@ -177,8 +178,15 @@ def wrap(tx, obj, source: Source | None) -> Value:
 
 
 def _is_plain_class(key) -> bool:
-    """A class (or typing construct) as a dict key: hashed and compared by identity, no user code runs."""
-    return type(key) is type or type(key) in _TYPING_TYPES
+    """A class (or typing construct) as a dict key: hashed and compared by identity, no user code runs.
+
+    A class whose metaclass keeps ``type``'s ``__eq__`` and ``__hash__`` (an ABC such as
+    ``collections.abc.Sequence``, an enum class) is one too.
+    """
+    if type(key) in _TYPING_TYPES:
+        return True
+    meta = type(key)
+    return issubclass(meta, type) and meta.__eq__ is type.__eq__ and meta.__hash__ is type.__hash__
 
 
 def _constant_key(key) -> bool:
