@@ -9,7 +9,9 @@ and dunder operators: ``+``/``+=``/``*``/``==``/``len``/``bool``/``[]``/
 a dataclass ``Pt`` and a frozen one ``Key`` (hashable: a dict key, a set
 member), a namedtuple ``Pair``, ``Dims(tuple)`` and ``Out(dict)`` (the
 ``ModelOutput`` pattern: items read as attributes), ``Slotted``
-(``__slots__``); ``local_class`` writes ``class`` statements inside the function (methods reading its
+(``__slots__``); ``bound_method`` reads a bound method's ``__self__``/``__func__``/``__name__`` and
+compares bound methods; ``type_table`` reads ``KINDS``, a table keyed by classes, an ABC and typing
+forms (huggingface_hub's validators), sometimes changing it; ``local_class`` writes ``class`` statements inside the function (methods reading its
 locals, a subclass calling ``super()``, a class made by ``type()``), ``local_dataclass`` a dataclass there.  Objects are made in the function, changed, read back into
 tensors and numbers, and some escape (``G_LAST``, ``obj.log``, the result)
 so that their state is compared after the call (``runner.snapshot``).
@@ -143,6 +145,12 @@ class Out(dict):
 
     def first(self):
         return next(iter(self.values()))
+''',
+    "kinds": '''
+import collections.abc
+import typing
+
+KINDS = {int: 1, float: 2, tuple: 3, collections.abc.Sequence: 4, typing.Union: 5, typing.Literal: 6}
 ''',
     "slotted": '''
 class Slotted:
@@ -405,5 +413,41 @@ def local_class(w, scope, depth):
         lines.append(f"G_LIST.append({cls}.__name__)")
     lines += escape(w, scope, o)
     scope.define(t, "tensor")
+    scope.define(n, "num")
+    return lines
+
+
+@statement("bound_method", 1)
+def bound_method(w, scope, depth):
+    tensors = scope.of("tensor")
+    if not tensors:
+        return None
+    define(w, "acc")
+    a, m, t, n = w.fresh("ob"), w.fresh("m"), w.fresh("t"), w.fresh("n")
+    lines = [f"{a} = Acc({w.tensor(scope)})", f"{m} = " + w.rng.choice([f"{a}.add", f"getattr({a}, 'add')"])]
+    lines.append(w.rng.choice([f"{m}({w.tensor(scope)})", f"{m}.__func__({a}, {w.num(scope, 1)})",
+                               f"{m}({w.rng.choice(tensors)}).add({w.num(scope, 1)})"]))
+    lines.append(f"{t} = {m}.__self__.t * ({m}.__self__ is {a}) + {a}.t")
+    lines.append(f"{n} = ({m}.__func__ is Acc.add) + len({m}.__name__) + callable({m})"
+                 + w.rng.choice(["", f" + ({m} == {a}.add)", f" + ({m} != Acc({a}.t).add)", f" + {m}.__self__.n"]))
+    lines += escape(w, scope, a)
+    scope.define(t, "tensor")
+    scope.define(n, "num")
+    return lines
+
+
+@statement("type_table", 1)
+def type_table(w, scope, depth):
+    define(w, "kinds")
+    n = w.fresh("n")
+    keys = ["tuple", "collections.abc.Sequence", "typing.get_origin(typing.Literal['a'])",
+            "typing.get_origin(typing.Union[int, str])", "type(G_SCALE)", "list"]
+    if "k" in scope.names:
+        keys.append("type(k)")
+    lines = []
+    if w.rng.random() < 0.25:  # a new key or a new value: the table's keys and the values read are guarded
+        lines.append(w.rng.choice(["KINDS[bool] = KINDS.get(bool, 0) + 1", "KINDS[list] = 7", "KINDS.pop(list, None)"]))
+    lines.append(f"{n} = KINDS.get({w.rng.choice(keys)}, 0) + KINDS[{w.rng.choice(['int', 'typing.Union'])}]"
+                 + w.rng.choice(["", " + len(KINDS)", " + (list in KINDS)", " + sum(KINDS.values())"]))
     scope.define(n, "num")
     return lines
