@@ -100,3 +100,19 @@ def test_equality_of_containers_compares_contents():
 
     run_differential(f, torch.zeros(8))
     assert_fully_captured(f, torch.zeros(8))
+
+
+def test_is_between_a_module_sentinel_and_an_object_the_trace_holds_is_guarded_and_decided():
+    # dataclasses.replace on a dataclass made in the trace: `f._field_type is _FIELD_CLASSVAR` compares a
+    # field the trace made with a sentinel of the dataclasses module (guarded by type only).
+    def fn(x):
+        @dataclasses.dataclass
+        class P:
+            t: torch.Tensor
+            n: int = 1
+
+        q = dataclasses.replace(P(x, 2), n=3)
+        return q.t * q.n + len(dataclasses.fields(q))
+
+    assert_fully_captured(fn, torch.ones(2))
+    run_differential(fn, torch.ones(2))

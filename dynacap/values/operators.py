@@ -314,14 +314,21 @@ def _made_container(v: Value) -> bool:
 
 
 def identical_by_guard(tx, a: Value, b: Value) -> bool | None:
-    """``a is b`` for two objects read from the frame whose identities are not guarded (plain objects
+    """``a is b`` for objects read from the frame whose identities are not guarded (plain objects
     guarded by type, such as a sentinel in a module's globals): the answer of the objects seen now,
-    guarded as a relation between their sources.  None when either has no source or object."""
-    if not (isinstance(a, ObjectValue) and isinstance(b, ObjectValue)) or a.source is None or b.source is None:
+    guarded as a relation between their sources, or, when only one has a source, between it and the
+    other object (one the trace holds without a path, such as a field of a dataclass it made).  None
+    when neither has a source, or either is not a plain object."""
+    if not (isinstance(a, ObjectValue) and isinstance(b, ObjectValue)) or a.source is None and b.source is None:
         return None
     same = a.obj is b.obj
-    tx.guards.relation(f"({a.source.expr()} is {b.source.expr()}) is {same}", [a.source, b.source],
-                       f"{a.source.expr()} is {'' if same else 'not '}{b.source.expr()}")
+    if a.source is not None and b.source is not None:
+        tx.guards.relation(f"({a.source.expr()} is {b.source.expr()}) is {same}", [a.source, b.source],
+                           f"{a.source.expr()} is {'' if same else 'not '}{b.source.expr()}")
+        return same
+    sourced, held = (a, b) if a.source is not None else (b, a)
+    tx.guards.add("EQUALS_MATCH", sourced.source, f"({{s}} is {{o}}) is {same}",
+                  f"{sourced.source.expr()} is {'' if same else 'not '}{held.describe()}", o=held.obj)
     return same
 
 

@@ -295,7 +295,7 @@ def namedtuple_asdict_fields(x, y):
 
 @construct(xy)
 def namedtuple_make_classmethod(x, y):
-    return PointNT._make([x, y]).y
+    return PointNT._make([x, y * 2]).y + 1
 
 
 @construct(xy)
