@@ -8,7 +8,7 @@ from ..values.base import NullValue, Value
 from ..values.containers import DictValue, SequenceValue, TupleValue
 from ..values.context_managers import make_modelled
 from ..values.exceptions import is_exception_class, make_exception, python_error, tp_name
-from ..values.functions import MadeFunction, UserFunctionValue
+from ..values.functions import BoundMethodValue, MadeFunction, UserFunctionValue
 from .ops_variables import CellRefValue, CodeConstant
 from .tracer import handles
 
@@ -71,7 +71,13 @@ def _call_function_ex(tx, ins):
         args = TupleValue(args.iterate(tx))
     if not isinstance(kwargs, DictValue):
         raise GraphBreak(f"`**` unpacking of {kwargs.describe()}")
-    tx.push(call_value(tx, fn, list(args.items), {str(k): v for k, v in kwargs.items.items()}))
+    if not all(type(k) is str for k in kwargs.items):
+        if not isinstance(fn, (UserFunctionValue, BoundMethodValue)):
+            raise GraphBreak(f"`**` unpacking of a dict with keys that are not strings into {fn.describe()}")
+        # Python functions check the keywords when binding them (a C function may check its arguments first).
+        raise python_error(TypeError, "keywords must be strings",
+                           reason="`**` unpacking of a dict with keys that are not strings (TypeError at run time)")
+    tx.push(call_value(tx, fn, list(args.items), dict(kwargs.items)))
 
 
 @handles("MAKE_FUNCTION")

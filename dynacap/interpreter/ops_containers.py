@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..errors import GraphBreak
 from ..values.constant import ConstantValue
-from ..values.containers import DictValue, ListValue, SequenceValue, TupleValue
+from ..values.containers import ABSENT, DictValue, ListValue, SequenceValue, TupleValue, dict_key, missing_key
 from ..values.exceptions import ExceptionValue, python_error
 from ..values.objects import ObjectValue, all_items
 from ..values.protocols import format_value, index_operand
@@ -66,20 +66,10 @@ def _set_update(tx, ins):
     set_update(tx, tx.stack[-ins.arg], iterable)
 
 
-def dict_key(value):
-    """The constant a dict key stands for; an unhashable one (a list, a set) is CPython's TypeError."""
-    key = value.as_constant()
-    try:
-        hash(key)
-    except TypeError as e:
-        raise GraphBreak(f"{e} (TypeError at run time)") from None
-    return key
-
-
 @handles("BUILD_MAP")
 def _build_map(tx, ins):
     flat = tx.popn(2 * ins.arg)
-    tx.push(DictValue({dict_key(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}))
+    tx.push(DictValue({dict_key(tx, flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}))
 
 
 @handles("BUILD_CONST_KEY_MAP")
@@ -104,7 +94,7 @@ def _dict_update(tx, ins):
 def _map_add(tx, ins):
     value = tx.pop()
     key = tx.pop()
-    tx.stack[-ins.arg].items[dict_key(key)] = value
+    tx.stack[-ins.arg].items[dict_key(tx, key)] = value
 
 
 @handles("BUILD_SLICE")
@@ -172,8 +162,8 @@ def _store_subscr(tx, ins):
 def _delete_subscr(tx, ins):
     index = tx.pop()
     container = tx.pop()
-    key = index.as_constant()
     if isinstance(container, ListValue):
+        key = index.as_constant()
         try:
             container.items[key]
         except (IndexError, TypeError) as e:
@@ -181,10 +171,11 @@ def _delete_subscr(tx, ins):
         container.mutate(tx, "`del` of an item")
         del container.items[key]
     elif isinstance(container, DictValue):
-        if key not in container.items:
-            raise GraphBreak(f"`del` of key {key!r} missing from {container.describe()} (KeyError at run time)")
+        container.refuse_tensor_key(index)
+        key = dict_key(tx, index)
         container.mutate(tx)
-        del container.items[key]
+        if container.items.pop(key, ABSENT) is ABSENT:  # one lookup, as eager's ``del``
+            raise missing_key(key, container.describe())
     elif hasattr(container, "delitem"):  # a deque
         container.delitem(tx, index)
     elif isinstance(container, ObjectValue):

@@ -48,10 +48,10 @@ def _compare(tx, ins):
 def _contains(tx, ins):
     container, item = tx.stack[-1], tx.stack[-2]
     if isinstance(container, SetValue):
-        found = container.contains(item)
+        found = container.contains(item, tx)
     elif is_set_like(container) and not item.is_constant():
         # `t in {1, 2}` (a frozenset constant): a tensor or object is none of its constant members.
-        found = SetValue(container.as_constant()).contains(item)
+        found = SetValue(container.as_constant()).contains(item, tx)
     else:
         return _GENERAL["CONTAINS_OP"](tx, ins)
     tx.popn(2)

@@ -291,8 +291,43 @@ class ListValue(SequenceValue):
             self.items[key] = value
 
 
+#: What a lookup of a missing key finds (``dict.get``/``pop`` default: never compared).
+ABSENT = object()
+
+
+def dict_key(tx, value: Value):
+    """The key a dict of the trace stores for ``value``: a constant itself, a user object whose class has a
+    Python ``__hash__`` a ``protocols.TracedKey`` (hashed and compared by its traced methods when the real
+    dict asks, as eager's does); an unhashable one is CPython's TypeError."""
+    if not value.is_constant():
+        from .protocols import hashed_key
+
+        key = hashed_key(tx, value)
+        if key is not None:
+            return key
+    key = value.as_constant()
+    try:
+        hash(key)
+    except TypeError as e:
+        raise GraphBreak(f"{e} (TypeError at run time)") from None
+    return key
+
+
+def missing_key(key, where: str):
+    """The ``KeyError`` a lookup of ``key`` (a dict key of the trace) raises, catchable as in eager."""
+    from .exceptions import ExceptionValue, raising
+    from .protocols import key_value
+
+    value = key_value(key)
+    shown = repr(key) if value.is_constant() else value.describe()
+    return raising(ExceptionValue(KeyError, [value]), f"key {shown} is not in {where} (KeyError at run time)")
+
+
 class DictValue(Value):
     """A dict with constant keys: a ``dict``, an ``OrderedDict`` or a ``defaultdict`` (``dict_type``).
+
+    A key may also be a ``protocols.TracedKey`` (a user object hashed by its class's ``__hash__``): the
+    dict is then not a constant, and its keys are read back as their values (``key_value``).
 
     A ``defaultdict`` missing a key calls its ``default_factory`` (a value) and stores
     the result, as ``__missing__`` does.
@@ -318,29 +353,48 @@ class DictValue(Value):
 
     def is_constant(self):
         # An OrderedDict compares by order and a defaultdict holds its factory: only plain dicts fold.
-        return self.dict_type is dict and all(v.is_constant() for v in self.items.values())
+        from .protocols import holds_traced_keys
+
+        return self.dict_type is dict and all(v.is_constant() for v in self.items.values()) \
+            and not holds_traced_keys(self.items)
 
     def as_constant(self):
+        from .protocols import holds_traced_keys
+
+        if holds_traced_keys(self.items):
+            raise GraphBreak(f"{self.describe()} keyed by objects made in or read by the captured code is used "
+                             "where a Python constant is needed")
         return {k: v.as_constant() for k, v in self.items.items()}
 
     def truth(self, tx):
         return bool(self.items)
 
+    def as_constant_items(self) -> dict:
+        """The items by constant key (a dict keyed by objects breaks)."""
+        from .protocols import holds_traced_keys
+
+        if holds_traced_keys(self.items):
+            raise GraphBreak(f"{self.describe()} keyed by objects is used where a Python constant is needed")
+        return self.items
+
     def iterate(self, tx):
-        return [ConstantValue(k) for k in self.items]
+        from .protocols import key_value
+
+        return [key_value(k) for k in self.items]
 
     def getitem(self, tx, index):
         self.refuse_tensor_key(index)
-        key = index.as_constant()
-        if key not in self.items:
+        key = dict_key(tx, index)
+        found = self.items.get(key, ABSENT)  # one lookup, as eager's (a traced ``__eq__`` runs once)
+        if found is ABSENT:
             if self.default_factory is None or (self.default_factory.is_constant()
                                                 and self.default_factory.as_constant() is None):
-                from .exceptions import python_error
-
-                raise python_error(KeyError, key, reason=f"key {key!r} is not in {self.describe()} (KeyError at run "
-                                   "time)")
-            self.setitem(tx, index, self.default_factory.call(tx, [], {}))
-        return self.items[key]
+                raise missing_key(key, self.describe())
+            # ``__missing__``: ``self[key] = default_factory()`` (hashed again), and that value.
+            value = self.default_factory.call(tx, [], {})
+            self.setitem(tx, index, value)
+            return value
+        return found
 
     def refuse_tensor_key(self, key: Value) -> None:
         """A tensor key: a dict from the frame is then read by key (``keyed_dicts``), any other breaks."""
@@ -359,8 +413,9 @@ class DictValue(Value):
 
     def setitem(self, tx, index, value):
         self.refuse_tensor_key(index)
+        key = dict_key(tx, index)
         self.mutate(tx)
-        self.items[index.as_constant()] = value
+        self.items[key] = value
 
     def getattr(self, tx, name):
         from .functions import ContainerMethodValue
@@ -398,8 +453,13 @@ class DictValue(Value):
             cg.load_const(self.dict_type)
             if self.dict_type is collections.defaultdict:
                 self.default_factory.reconstruct(cg)
+        from .protocols import TracedKey
+
         for k, v in self.items.items():
-            cg.load_const(k)
+            if type(k) is TracedKey:
+                k.value.reconstruct(cg)
+            else:
+                cg.load_const(k)
             v.reconstruct(cg)
         cg.append("BUILD_MAP", len(self.items))
         if self.dict_type is not dict:
@@ -424,12 +484,14 @@ class DictViewValue(TupleValue):
 
     @property
     def items(self) -> list[Value]:
+        from .protocols import key_value
+
         d = self.dict_value.items
         if self.kind == "keys":
-            return [ConstantValue(k) for k in d]
+            return [key_value(k) for k in d]
         if self.kind == "values":
             return list(d.values())
-        return [TupleValue([ConstantValue(k), v]) for k, v in d.items()]
+        return [TupleValue([key_value(k), v]) for k, v in d.items()]
 
     @items.setter
     def items(self, items) -> None:
@@ -448,8 +510,7 @@ class DictViewValue(TupleValue):
         raise GraphBreak(f"'dict_{self.kind}' object is not subscriptable (TypeError at run time)")
 
     def as_constant(self):
-        d = self.dict_value
-        return getattr({k: v.as_constant() for k, v in d.items.items()}, self.kind)()
+        return getattr({k: v.as_constant() for k, v in self.dict_value.as_constant_items().items()}, self.kind)()
 
     def getattr(self, tx, name):
         raise GraphBreak(f"attribute `.{name}` of a dict view is not supported")

@@ -361,9 +361,11 @@ class ContainerMethodValue(MethodOfValue):
 
                 return DictViewValue(c, name)
             if name == "get":
-                key = args[0].as_constant()
+                from .containers import dict_key
+
+                c.refuse_tensor_key(args[0])
                 default = args[1] if len(args) > 1 else ConstantValue(None)
-                return c.items.get(key, default)
+                return c.items.get(dict_key(tx, args[0]), default)
             if name == "copy":
                 return c.like(dict(c.items))
             if name == "update":
@@ -375,15 +377,17 @@ class ContainerMethodValue(MethodOfValue):
                     c.items[k] = v
                 return ConstantValue(None)
             if name in ("pop", "setdefault"):
-                key = args[0].as_constant()
+                from .containers import ABSENT, dict_key, missing_key
+
+                c.refuse_tensor_key(args[0])
+                key = dict_key(tx, args[0])
                 if name == "pop":
-                    if key in c.items:
-                        return c.items.pop(key)
+                    found = c.items.pop(key, ABSENT)  # one lookup, as eager's
+                    if found is not ABSENT:
+                        return found
                     if len(args) > 1:
                         return args[1]
-                    from .exceptions import python_error
-
-                    raise python_error(KeyError, key, reason=f"dict.pop of missing key {key!r} (KeyError at run time)")
+                    raise missing_key(key, c.describe())
                 return c.items.setdefault(key, args[1] if len(args) > 1 else ConstantValue(None))
         raise GraphBreak(f"{self.describe()} is not supported")
 

@@ -339,8 +339,10 @@ def contains_op(tx, item: Value, container: Value) -> bool:
     if isinstance(container, DictValue) and item.is_constant():
         return item.as_constant() in container.items
     if isinstance(container, DictValue):
+        from .containers import dict_key
+
         container.refuse_tensor_key(item)
-        raise GraphBreak(f"`in` over {container.describe()} with the key {item.describe()}")
+        return dict_key(tx, item) in container.items
     if isinstance(container, KeyedDictValue):
         return container.contains(tx, item).as_constant()
     if isinstance(container, GlobalsValue):

@@ -328,14 +328,34 @@ class TracedKey:
         return self.hash
 
     def __eq__(self, other):
-        from .operators import compare_op
+        from .operators import compare_op, identical, identical_by_guard
 
+        if type(other) is not TracedKey and not _constant_key(other):
+            return False  # a key hashed by identity (a tensor): eager compares them only on equal addresses
         tx = self.ctx.running
         right = other.value if type(other) is TracedKey else ConstantValue(other)
-        return compare_op(tx, "==", self.value, right).truth(tx)
+        # ``PyObject_RichCompareBool``: the same object is equal without a call.
+        same = identical(self.value, right)
+        if same is None:
+            same = identical_by_guard(tx, self.value, right)
+        if same is None:
+            raise GraphBreak(f"comparing the keys {self.value.describe()} and {right.describe()}: whether they are "
+                             "one object is not known at capture time")
+        return same or compare_op(tx, "==", self.value, right).truth(tx)
 
     def __repr__(self):
         return f"<key {self.value.describe()}>"
+
+
+def _constant_key(key) -> bool:
+    from .sets import _Member
+
+    return type(key) is not _Member
+
+
+def holds_traced_keys(keys) -> bool:
+    """Whether a dict's or set's keys hold a ``TracedKey`` (then they are not a Python constant)."""
+    return any(type(k) is TracedKey for k in keys)
 
 
 def hashed_key(tx, value: Value):

@@ -72,8 +72,11 @@ def _has_nan(obj) -> bool:
     return False
 
 
-def key_of(value: Value):
-    """The key standing for ``value`` as a set member (raises ``GraphBreak`` where CPython would raise)."""
+def key_of(value: Value, tx=None):
+    """The key standing for ``value`` as a set member (raises ``GraphBreak`` where CPython would raise).
+
+    With the tracer ``tx``, a user object whose class has a Python ``__hash__`` is a ``TracedKey``
+    (``protocols.hashed_key``): hashed by it now, compared by its traced ``==`` when the real set asks."""
     from .containers import DictValue, ListValue, SequenceValue
     from .tensor import TensorValue
 
@@ -94,7 +97,13 @@ def key_of(value: Value):
         return constant
     if isinstance(value, SequenceValue) and issubclass(value.python_type(), tuple):
         # A tuple hashes and compares by its items, whatever its (tuple) class.
-        return _Member(("tuple", tuple(key_of(item) for item in value.items)), value)
+        return _Member(("tuple", tuple(key_of(item, tx) for item in value.items)), value)
+    if tx is not None:
+        from .protocols import hashed_key
+
+        traced = hashed_key(tx, value)
+        if traced is not None:
+            return traced
     return _Member(("object", id(_identity(value))), value)
 
 
@@ -115,19 +124,28 @@ def _identity(value: Value):
     return obj
 
 
-def lookup_key(item: Value):
+def lookup_key(item: Value, tx=None):
     """The key ``in``/``discard``/``remove`` look up: a set is looked up as the frozenset of its members."""
     if isinstance(item, SetValue) and not item.frozen:
         return SetValue(frozenset(item.keys)).frozen_key()  # reading item.keys guards a frame set
-    return key_of(item)
+    return key_of(item, tx)
 
 
 def _value_of(key) -> Value:
-    return key.value if type(key) is _Member else ConstantValue(key)
+    from .protocols import key_value
+
+    return key.value if type(key) is _Member else key_value(key)
 
 
 def _holds_members(keys) -> bool:
     return any(type(k) is _Member for k in keys)
+
+
+def _all_constant(keys) -> bool:
+    """Whether the keys are the members themselves (no key stands for a tensor or an object)."""
+    from .protocols import holds_traced_keys
+
+    return not _holds_members(keys) and not holds_traced_keys(keys)
 
 
 def is_set_like(value: Value) -> bool:
@@ -203,18 +221,19 @@ class SetValue(Value):
         return len(self._keys)
 
     def frozen_key(self):
-        """This frozenset as a member of another set."""
+        """This frozenset as a member of another set (a real frozenset of ``TracedKey``s hashes and compares
+        as eager's)."""
         if _holds_members(self.keys):
             return _Member(("frozenset", self.keys), self)
         return self.keys
 
     # -- what order-independent code may see -------------------------------------------------
     def is_constant(self):
-        return self.order_known
+        return self.order_known and _all_constant(self._keys)
 
     def as_constant(self):
         """The key set itself (exact layout, so ``str()`` and friends see eager's order); never mutate it."""
-        if not self.order_known:
+        if not self.is_constant():
             raise GraphBreak(f"{self.describe()} holding tensors or objects is used where a Python constant "
                              "is needed (its order depends on their ids at run time)")
         return self.keys
@@ -228,9 +247,9 @@ class SetValue(Value):
                              "on their ids at run time")
         return [_value_of(k) for k in self.keys]
 
-    def contains(self, item: Value) -> bool:
-        key = lookup_key(item)
-        if self._unguarded is None or type(key) is _Member:
+    def contains(self, item: Value, tx=None) -> bool:
+        key = lookup_key(item, tx)
+        if self._unguarded is None or not _all_constant((key,)):
             return key in self.keys
         # A constant looked up in a set from the frame: only the answer is guarded.
         found = key in self._keys
@@ -264,7 +283,7 @@ class SetValue(Value):
     def reconstruct(self, cg):
         if self.source is not None:
             cg.extend(self.source.emit())
-        elif self.frozen and not _holds_members(self.keys):
+        elif self.frozen and _all_constant(self.keys):
             cg.load_const(self.keys)
         else:
             cg.build_once(self, self._build)
@@ -302,7 +321,7 @@ def operand(tx, value: Value):
         return dict.fromkeys(value.items), True
     if value.is_constant() and type(value.as_constant()) is dict:
         return dict.fromkeys(value.as_constant()), True
-    keys = [key_of(item) for item in value.iterate(tx)]
+    keys = [key_of(item, tx) for item in value.iterate(tx)]
     return keys, not _holds_members(keys)
 
 
@@ -325,7 +344,7 @@ def set_update(tx, target: SetValue, iterable: Value) -> None:
 
 
 def set_add(tx, target: SetValue, item: Value) -> None:
-    key = key_of(item)
+    key = key_of(item, tx)
     target.mutate(tx, (key,))
     target.keys.add(key)
 
@@ -352,14 +371,19 @@ class SetMethodValue(MethodOfValue):
             if name == "add":
                 set_add(tx, s, args[0])
                 return ConstantValue(None)
-            present = s.contains(args[0])
+            removed = _discard_traced_key(tx, s, args[0]) if name != "__contains__" else None
+            if removed is not None:
+                if name == "remove" and not removed:
+                    raise GraphBreak("set.remove of a missing member (KeyError at run time)")
+                return ConstantValue(None)
+            present = s.contains(args[0], tx)
             if name == "__contains__":
                 return ConstantValue(present)
             if name == "remove" and not present:
                 raise GraphBreak("set.remove of a missing member (KeyError at run time)")
             if present:
                 s.mutate(tx)
-                s.keys.discard(lookup_key(args[0]))
+                s.keys.discard(lookup_key(args[0], tx))
             return ConstantValue(None)
         if name in ("pop", "clear", "copy", "__len__"):
             _arity(self, args, 0)
@@ -393,10 +417,28 @@ class SetMethodValue(MethodOfValue):
         return SetValue(result, known)
 
 
+def _discard_traced_key(tx, s: SetValue, item: Value) -> bool | None:
+    """``s.discard(obj)`` / ``s.remove(obj)`` of an object hashed by its class's ``__hash__``: one hash and one
+    lookup, as eager's (its traced ``__eq__`` runs once).  Returns whether it was a member; None (nothing
+    done) for any other item."""
+    from .protocols import TracedKey
+
+    key = lookup_key(item, tx) if not (item.is_constant() or isinstance(item, SetValue)) else None
+    if type(key) is not TracedKey:
+        return None
+    keys = s.keys
+    size = len(keys)
+    keys.discard(key)
+    if len(keys) == size:
+        return False
+    s.mutate(tx)
+    return True
+
+
 def _pull_until_decided(tx, s: SetValue, iterator: Value, stop_when_present: bool) -> bool:
     """``s.isdisjoint(it)`` / ``s.issuperset(it)`` over a lazy iterator: CPython stops at the deciding item."""
     while (item := iterator.next_item(tx)) is not None:
-        if (key_of(item) in s.keys) is stop_when_present:
+        if (key_of(item, tx) in s.keys) is stop_when_present:
             return False
     return True
 
