@@ -377,10 +377,13 @@ class Tracer:
     def attribute_override(self, obj, name: str) -> Value | None:
         return self.ctx.attribute_overrides.get((id(obj), name))
 
-    def record_setattr(self, target: Value, name: str, value: Value) -> None:
+    def record_setattr(self, target: Value, name: str, value: Value, slot: bool = False) -> None:
+        """``target.name = value`` on an object from the frame: later reads see ``value``, and the store is
+        replayed after the graph.  ``slot``: ``name`` is a ``__slots__`` member of its class."""
         if target.source is None:
             raise GraphBreak(f"assigning `.{name}` on {target.describe()} created while capturing")
-        _refuse_store_without_dict(target, name)
+        if not slot:
+            _refuse_store_without_dict(target, name)
         self.ctx.attribute_overrides[(id(_identity_of(target)), name)] = value
         self.ctx.side_effects.append(SideEffect("setattr", target, name, value))
 

@@ -3,9 +3,10 @@
 ``obj.name = v`` where ``type(obj)`` has a data descriptor ``name`` (one whose type has ``__set__``
 or ``__delete__``) is ``descr.__set__(obj, v)``, and ``del obj.name`` is ``descr.__delete__(obj)``:
 a property's ``fset``/``fdel`` or a descriptor class's ``__set__``/``__delete__`` written in Python,
-inlined as eager calls them (the descriptor guarded as the class's attribute).  CPython's own
-descriptors (slots, ``__dict__``), a property without a setter and a descriptor class without the
-method are breaks.  Reads go through ``objects.generic_getattr``.  Nothing here stores an attribute
+inlined as eager calls them (the descriptor guarded as the class's attribute).  A ``__slots__``
+member of an object from the frame is stored and deleted as a plain attribute is (recorded, replayed
+after the graph through the same slot).  CPython's other descriptors (``__dict__``), a property without
+a setter and a descriptor class without the method are breaks.  Reads go through ``objects.generic_getattr``.  Nothing here stores an attribute
 itself: what the inlined code stores goes through the object's own store.
 """
 from __future__ import annotations
@@ -24,6 +25,11 @@ def set_through_descriptor(tx, target: Value, name: str, attr, value: Value) -> 
             raise GraphBreak(f"property {name!r} of {target.describe()} has no setter (AttributeError at run time)")
         _inline(tx, target, name, attr, attr.fset, [target, value])
         return
+    if _is_slot_of(attr, target):
+        # The object's own slot: stored as a plain attribute would be, replayed with STORE_ATTR (the same slot).
+        guard_class_attribute(tx, target, target.obj, name, attr)
+        tx.record_setattr(target, name, value, slot=True)
+        return
     setter = class_lookup(type(attr), "__set__")
     if type(setter) is not types.FunctionType:
         what = "no __set__ (AttributeError at run time)" if setter is _MISSING else "a built-in __set__"
@@ -38,11 +44,20 @@ def delete_through_descriptor(tx, target: Value, name: str, attr) -> None:
             raise GraphBreak(f"property {name!r} of {target.describe()} has no deleter (AttributeError at run time)")
         _inline(tx, target, name, attr, attr.fdel, [target])
         return
+    if _is_slot_of(attr, target):
+        guard_class_attribute(tx, target, target.obj, name, attr)
+        tx.record_delattr(target, name)
+        return
     deleter = class_lookup(type(attr), "__delete__")
     if type(deleter) is not types.FunctionType:
         what = "no __delete__ (AttributeError at run time)" if deleter is _MISSING else "a built-in __delete__"
         raise GraphBreak(f"`del` of `.{name}` on {target.describe()}: its class's {type(attr).__name__} has {what}")
     _inline(tx, target, name, attr, deleter, [_descriptor(tx, attr), target])
+
+
+def _is_slot_of(attr, target: Value) -> bool:
+    """Whether ``attr`` is a ``__slots__`` member of ``target``'s class (or a base), one that applies to it."""
+    return type(attr) is types.MemberDescriptorType and isinstance(target.obj, attr.__objclass__)
 
 
 def get_through_descriptor(tx, target: Value, name: str, attr, getter) -> Value:
