@@ -313,7 +313,7 @@ def test_fake_results_are_dispatched_again_under_autocast():
 @pytest.mark.parametrize("affine", [True, False])
 def test_batch_norm_result_rule_is_the_dispatched_result(shape, dtype, affine):
     from dynacap.graph import GraphBuilder
-    from dynacap.graph.builder import _batch_norm_result
+    from dynacap.graph.results import _batch_norm_result
 
     builder = GraphBuilder()
     with builder.propagating(), torch.no_grad():
@@ -405,3 +405,128 @@ def test_tied_and_aliased_parameters(backend):
         torch.testing.assert_close(opt(x), eager(x))
         torch.testing.assert_close(captured.flat, eager.flat)
     assert captured.head.untyped_storage()._cdata == captured.flat.untyped_storage()._cdata
+
+
+def _rule_cases():
+    """(function, argument makers, kwargs): inputs of several shapes (size-1 dims, many dims), dtypes and
+    layouts (transposed, channels_last, sliced, views of a result), with and without parameters."""
+    def t(*shape, dtype=torch.float32):
+        return lambda: torch.randn(shape, dtype=dtype)
+
+    def strided(make, fn):
+        return lambda: fn(make())
+
+    cases = []
+    for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
+        for shape in [(3, 4), (1, 4), (2, 5, 4), (1, 1, 4), (2, 3, 5, 4), (1, 7, 7, 4), (2, 1, 3, 1, 4)]:
+            x = t(*shape, dtype=dtype)
+            cases += [(F.linear, [x, t(6, 4, dtype=dtype), t(6, dtype=dtype)], {}),
+                      (F.linear, [x, t(6, 4, dtype=dtype)], {}),
+                      (F.linear, [x, t(1, 4, dtype=dtype), t(1, dtype=dtype)], {}),
+                      (F.layer_norm, [x, (4,), t(4, dtype=dtype), t(4, dtype=dtype)], {}),
+                      (F.layer_norm, [x, [4]], {"eps": 1e-6}),
+                      (F.layer_norm, [x, (shape[-2], 4), t(shape[-2], 4, dtype=dtype)], {}),
+                      (F.gelu, [x], {}),
+                      (F.gelu, [x], {"approximate": "tanh"})]
+    # Layouts the rules leave to dispatching (they must say None, or the same as dispatching).
+    nchw = t(2, 4, 3, 5)
+    odd = [strided(nchw, lambda x: x.permute(0, 2, 3, 1)),               # a channels-last view
+           strided(nchw, lambda x: x.contiguous(memory_format=torch.channels_last).permute(0, 2, 3, 1)),
+           strided(nchw, lambda x: x.contiguous(memory_format=torch.channels_last)[..., :4]),
+           strided(t(3, 8), lambda x: x[:, ::2]),                        # a strided slice
+           strided(t(4, 3), lambda x: x.t()),
+           strided(t(1, 6, 4), lambda x: x[:, 1:5]),                       # an offset
+           strided(t(1, 4, 4), lambda x: x[:, :1]),                        # contiguous, odd strides of size 1
+           strided(t(2, 3, 4), lambda x: x.transpose(0, 1)),
+           t(0, 4), t(2, 0, 4),                                          # empty
+           strided(t(5, 1, 4), lambda x: x.expand(5, 3, 4)),
+           lambda: torch.randint(0, 5, (3, 4))]
+    for x in odd:
+        cases += [(F.linear, [x, t(6, 4), t(6)], {}), (F.linear, [x, t(6, 4)], {}),
+                  (F.layer_norm, [x, (4,), t(4), t(4)], {}), (F.gelu, [x], {})]
+    # Parameters the rules leave to dispatching: another dtype, transposed, broadcast bias.
+    cases += [(F.linear, [t(2, 3, 4), t(6, 4, dtype=torch.float64)], {}),
+              (F.linear, [t(2, 3, 4), strided(t(4, 6), lambda w: w.t()), t(6)], {}),
+              (F.linear, [t(2, 3, 4), t(6, 4), t(1)], {}),
+              (F.layer_norm, [t(2, 3, 4), (4,), strided(t(8), lambda w: w[::2])], {}),
+              (F.layer_norm, [t(2, 3, 4), (4,), None, t(4, dtype=torch.float64)], {})]
+    return cases
+
+
+_RULE_CASES = _rule_cases()
+
+
+@pytest.mark.parametrize("grad", [False, True])
+@pytest.mark.parametrize("case", range(len(_RULE_CASES)))
+def test_result_rules_are_the_dispatched_result(case, grad):
+    """Each result rule answers exactly what dispatching gives (shape, strides, dtype, device, view of a
+    new base or not, memory format), or None; a result that would need grad is always dispatched."""
+    from dynacap.graph import GraphBuilder
+    from dynacap.graph.builder import _fresh
+    from dynacap.graph.results import RESULT_RULES
+
+    fn, makers, kwargs = _RULE_CASES[case]
+    torch.manual_seed(case)
+    builder = GraphBuilder()
+    with builder.propagating(), torch.set_grad_enabled(grad):
+        reals = [m() if callable(m) else m for m in makers]
+        if grad:  # parameters that need grad (the input's fake stays a view where it is one)
+            reals[1:] = [r.detach().requires_grad_() if isinstance(r, torch.Tensor) and r.is_floating_point()
+                         else r for r in reals[1:]]
+        args = [builder.fake_of(r) if isinstance(r, torch.Tensor) else r for r in reals]
+        rule = RESULT_RULES[fn](args, kwargs)
+        try:
+            real = fn(*args, **kwargs)
+        except Exception:
+            assert rule is None
+            return
+        if rule is None:
+            return
+        assert not real.requires_grad
+        assert rule == _fresh(real, [a for a in args if isinstance(a, torch.Tensor)])
+        made = builder._remake(*rule)
+        assert _metadata(made) == _metadata(real)
+        assert made.untyped_storage().nbytes() == real.untyped_storage().nbytes()
+        formats = {4: [torch.channels_last], 5: [torch.channels_last_3d]}.get(made.dim(), [])
+        for fmt in (torch.contiguous_format, *formats):
+            assert made.is_contiguous(memory_format=fmt) == real.is_contiguous(memory_format=fmt)
+        if made._is_view():
+            assert _metadata(made._base) == _metadata(real._base)
+
+
+def test_result_rules_answer_the_common_cases():
+    """The rules do answer for what a transformer block and a ConvNeXt block run (else they buy nothing)."""
+    from dynacap.graph import GraphBuilder
+    from dynacap.graph.results import RESULT_RULES
+
+    builder = GraphBuilder()
+    with builder.propagating(), torch.no_grad():
+        x = builder.fake_of(torch.randn(1, 7, 7, 8))
+        w, b = builder.fake_of(torch.randn(16, 8)), builder.fake_of(torch.randn(16))
+        ln = builder.fake_of(torch.randn(8))
+        assert RESULT_RULES[F.layer_norm]([x, (8,), ln, ln], {}) is not None
+        assert RESULT_RULES[F.linear]([x, w, b], {}) is not None
+        assert RESULT_RULES[F.gelu]([F.linear(x, w, b)], {}) is not None
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_transformer_and_convnext_blocks_with_result_rules(backend):
+    class Block(torch.nn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(dim, dim, 3, padding=1, groups=dim)
+            self.norm = torch.nn.LayerNorm(dim)
+            self.fc1, self.fc2 = torch.nn.Linear(dim, 2 * dim), torch.nn.Linear(2 * dim, dim)
+
+        def forward(self, x):
+            y = self.conv(x).permute(0, 2, 3, 1)
+            y = self.fc2(F.gelu(self.fc1(self.norm(y))))
+            y = y.permute(0, 3, 1, 2)
+            z = x.flatten(2).transpose(1, 2)
+            z = z + self.fc2(F.gelu(self.fc1(self.norm(z)), approximate="tanh"))
+            return x + y, z.sum(1)
+
+    net = Block(4).eval()
+    for grad in (False, True):
+        with torch.set_grad_enabled(grad):
+            run_differential(net, torch.randn(2, 4, 5, 5), backend=CountingBackend(backend))

@@ -35,6 +35,7 @@ from torch._subclasses.fake_tensor import (
 from ..errors import GraphBreak
 from ..source import Source
 from .effects import MUTATES, may_raise, node_effect, storage_of
+from .results import RESULT_RULES
 from .shapes import SYMBOLIC, NeedsSymbolicShapes, SymbolicShapes
 
 _FAKE_KEY = torch._C._TorchDispatchModeKey.FAKE
@@ -314,8 +315,8 @@ class GraphBuilder:
         if key is not None and not (torch._C._is_any_autocast_enabled() or torch._C._len_torch_function_stack()):
             key = (key, torch.is_grad_enabled(), torch.get_default_dtype(), torch.is_inference_mode_enabled())
             known = self._results.get(key)
-            if known is None and target in _RESULT_RULES:
-                known = _RESULT_RULES[target](fake_args, fake_kwargs)
+            if known is None and target in RESULT_RULES:
+                known = RESULT_RULES[target](fake_args, fake_kwargs)
                 if known is not None:
                     self._results[key] = known
             if known is not None:
@@ -559,64 +560,6 @@ def _fresh(fake, tensors: list):
     if any(t is fake or storage_of(t) == storage._cdata for t in tensors):
         return None
     return (fake.shape, fake.stride(), fake.dtype, fake.device, None)
-
-
-def _batch_norm_result(args: list, kwargs: dict):
-    """What ``F.batch_norm`` returns in eval mode for an input with contiguous strides and per-channel
-    statistics and affine parameters of its dtype (a new contiguous tensor of the input's shape and
-    dtype: elementwise operations over the input and the statistics, in the decomposition fake tensors
-    run, and in eager's kernel), as ``_fresh`` records it; None for any other call (dispatched as usual).
-    Its decomposition is a dozen fake dispatches the first time each shape is seen."""
-    bound = _bind(("input", "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps"),
-                  (None, None, False, 0.1, 1e-5), args, kwargs)
-    if bound is None:
-        return None
-    x, mean, var, weight, bias, training, momentum, eps = bound
-    if (training is not False or type(x) is not FakeTensor or x.dim() < 2 or x.numel() == 0
-            or x.dtype not in _NORM_DTYPES or x.layout is not torch.strided or x.constant is not None
-            or x.stride() != _contiguous_strides(x.shape) or type(momentum) not in (float, int)
-            or type(eps) not in (float, int)):
-        return None
-    for t in (mean, var, weight, bias):
-        if t is None and (t is mean or t is var):
-            return None
-        if t is not None and (type(t) is not FakeTensor or t.shape != (x.shape[1],) or t.stride() != (1,)
-                              or t.dtype != x.dtype or t.device != x.device or t.constant is not None):
-            return None
-    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in (x, weight, bias)):
-        return None
-    return (x.shape, x.stride(), x.dtype, x.device, None)
-
-
-_NORM_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
-
-
-def _bind(names: tuple, defaults: tuple, args: list, kwargs: dict):
-    """Arguments of a call by parameter position (``defaults`` for the last ones), or None if they do not bind."""
-    if len(args) > len(names) or any(k not in names[len(args):] for k in kwargs):
-        return None
-    first_default = len(names) - len(defaults)
-    bound = list(args)
-    for i in range(len(args), len(names)):
-        if names[i] in kwargs:
-            bound.append(kwargs[names[i]])
-        elif i >= first_default:
-            bound.append(defaults[i - first_default])
-        else:
-            return None
-    return bound
-
-
-def _contiguous_strides(shape) -> tuple:
-    strides, step = [], 1
-    for n in reversed(shape):
-        strides.append(step)
-        step *= max(n, 1)
-    return tuple(reversed(strides))
-
-
-#: Functions whose fake result is known from their arguments' metadata in common cases (``_propagate``).
-_RESULT_RULES = {torch.nn.functional.batch_norm: _batch_norm_result}
 
 
 def _storage_length(shape, stride) -> int:

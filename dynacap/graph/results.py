@@ -1,0 +1,154 @@
+"""Result rules: the fake result of a few common operations, known from their arguments' metadata.
+
+The first time a trace meets an operation on given argument metadata, fake propagation dispatches it
+(``GraphBuilder._propagate``); ``F.linear``, ``F.layer_norm`` and an eval-mode ``F.batch_norm`` are
+decomposed there into a chain of Python reference implementations, several milliseconds each on a
+model's first call.  Each rule here answers, for the common case only (dense inputs with contiguous
+strides, a floating dtype, parameters of the input's dtype and device, no gradient to record), the
+metadata ``builder._fresh`` would record from the dispatched result: shape, strides, dtype, device
+and, for a result that is a view of a new tensor, that base's.  Any other call gets None and is
+dispatched as usual.  ``tests/test_capture_speed.py`` checks every rule against dispatching.
+This module must not make tensors: ``GraphBuilder._remake`` does, from what a rule answers.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensor
+
+#: Dtypes the rules answer for (integer and complex results are always dispatched).
+NORM_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+
+
+def contiguous_strides(shape) -> tuple:
+    """The strides ``torch.empty(shape)`` has."""
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+def _dense(t, like=None) -> bool:
+    """Whether ``t`` is a fake tensor of a floating dtype with the strides ``empty`` gives its shape, no
+    zero-sized dim and no value held (and of ``like``'s dtype and device when given)."""
+    return (type(t) is FakeTensor and t.layout is torch.strided and t.dtype in NORM_DTYPES
+            and t.constant is None and 0 not in t.shape and t.stride() == contiguous_strides(t.shape)
+            and (like is None or (t.dtype == like.dtype and t.device == like.device)))
+
+
+def _records_grad(*tensors) -> bool:
+    """Whether autograd would record the operation (its result would need grad: always dispatched)."""
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
+def _new(shape, x, view=None) -> tuple:
+    """A new contiguous result of ``shape`` with ``x``'s dtype and device, as ``_fresh`` records it."""
+    shape = torch.Size(shape)
+    return (shape, contiguous_strides(shape), x.dtype, x.device, view)
+
+
+def _bind(names: tuple, defaults: tuple, args: list, kwargs: dict):
+    """Arguments of a call by parameter position (``defaults`` for the last ones), or None if they do not bind."""
+    if len(args) > len(names) or any(k not in names[len(args):] for k in kwargs):
+        return None
+    first_default = len(names) - len(defaults)
+    bound = list(args)
+    for i in range(len(args), len(names)):
+        if names[i] in kwargs:
+            bound.append(kwargs[names[i]])
+        elif i >= first_default:
+            bound.append(defaults[i - first_default])
+        else:
+            return None
+    return bound
+
+
+def _batch_norm_result(args: list, kwargs: dict):
+    """What ``F.batch_norm`` returns in eval mode for an input with contiguous strides and per-channel
+    statistics and affine parameters of its dtype (a new contiguous tensor of the input's shape and
+    dtype: elementwise operations over the input and the statistics, in the decomposition fake tensors
+    run, and in eager's kernel), as ``_fresh`` records it; None for any other call (dispatched as usual).
+    Its decomposition is a dozen fake dispatches the first time each shape is seen."""
+    bound = _bind(("input", "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps"),
+                  (None, None, False, 0.1, 1e-5), args, kwargs)
+    if bound is None:
+        return None
+    x, mean, var, weight, bias, training, momentum, eps = bound
+    if (training is not False or type(x) is not FakeTensor or x.dim() < 2 or x.numel() == 0
+            or x.dtype not in NORM_DTYPES or x.layout is not torch.strided or x.constant is not None
+            or x.stride() != contiguous_strides(x.shape) or type(momentum) not in (float, int)
+            or type(eps) not in (float, int)):
+        return None
+    for t in (mean, var, weight, bias):
+        if t is None and (t is mean or t is var):
+            return None
+        if t is not None and (type(t) is not FakeTensor or t.shape != (x.shape[1],) or t.stride() != (1,)
+                              or t.dtype != x.dtype or t.device != x.device or t.constant is not None):
+            return None
+    if _records_grad(x, weight, bias):
+        return None
+    return (x.shape, x.stride(), x.dtype, x.device, None)
+
+
+def _linear_result(args: list, kwargs: dict):
+    """``F.linear`` on a dense input of 2 or more dims with a dense weight (and bias) of its dtype: a new
+    contiguous tensor of the input's leading dims and the weight's rows.  With a bias and more than two
+    dims it is a view (``at::linear`` flattens the input, runs ``addmm`` and views the result back);
+    otherwise (``addmm``, or ``matmul``'s folded ``mm`` and ``_unsafe_view``) a tensor of its own."""
+    bound = _bind(("input", "weight", "bias"), (None,), args, kwargs)
+    if bound is None:
+        return None
+    x, weight, bias = bound
+    if (not _dense(x) or x.dim() < 2 or not _dense(weight, x) or weight.dim() != 2
+            or weight.shape[1] != x.shape[-1] or _records_grad(x, weight, bias)):
+        return None
+    out = weight.shape[0]
+    if bias is not None and (not _dense(bias, x) or bias.shape != (out,)):
+        return None
+    shape = (*x.shape[:-1], out)
+    if bias is None or x.dim() == 2:
+        return _new(shape, x)
+    base = _new((math.prod(x.shape[:-1]), out), x)
+    return _new(shape, x, view=(0, *base[:4]))
+
+
+def _layer_norm_result(args: list, kwargs: dict):
+    """``F.layer_norm`` over the last dims of an input of any strides (a channels-last view included),
+    with a dense weight and bias of its dtype: a new contiguous tensor of the input's shape (the
+    reference implementation normalizes a contiguous copy and converts back to the input's dtype)."""
+    bound = _bind(("input", "normalized_shape", "weight", "bias", "eps"), (None, None, 1e-5), args, kwargs)
+    if bound is None:
+        return None
+    x, normalized, weight, bias, eps = bound
+    if (type(x) is not FakeTensor or x.layout is not torch.strided or x.dtype not in NORM_DTYPES
+            or x.constant is not None or 0 in x.shape or type(normalized) not in (tuple, list, torch.Size) or not normalized
+            or any(type(n) is not int for n in normalized) or type(eps) not in (float, int)
+            or len(normalized) > x.dim() or tuple(x.shape[x.dim() - len(normalized):]) != tuple(normalized)
+            or _records_grad(x, weight, bias)):
+        return None
+    for t in (weight, bias):
+        if t is not None and (not _dense(t, x) or tuple(t.shape) != tuple(normalized)):
+            return None
+    return _new(x.shape, x)
+
+
+def _gelu_result(args: list, kwargs: dict):
+    """``F.gelu`` of a dense input: a new contiguous tensor like it (elementwise)."""
+    bound = _bind(("input", "approximate"), ("none",), args, kwargs)
+    if bound is None:
+        return None
+    x, approximate = bound
+    if not _dense(x) or approximate not in ("none", "tanh") or _records_grad(x):
+        return None
+    return _new(x.shape, x)
+
+
+#: Functions whose fake result is known from their arguments' metadata in common cases (``_propagate``).
+RESULT_RULES = {
+    torch.nn.functional.batch_norm: _batch_norm_result,
+    torch.nn.functional.linear: _linear_result,
+    torch.nn.functional.layer_norm: _layer_norm_result,
+    torch.nn.functional.gelu: _gelu_result,
+}
