@@ -178,3 +178,31 @@ def test_double_star_of_non_string_keys_raises_as_in_eager():
             return x, str(e)
 
     run_differential(f, torch.ones(2))
+
+
+class Registry(dict):
+    pass
+
+
+def test_dict_subclass_of_object_keys_breaks_cleanly():
+    # A dict subclass tracks constant keys only: its keys never leak as the trace's stand-ins.
+    def f(x):
+        r = Registry({Tag("a"): 1})
+        return x + len(r), [type(k).__name__ for k in r]
+
+    with pytest.raises(dynacap.Unsupported):
+        dynacap.optimize(f, backend="eager", fullgraph=True)(torch.ones(2))
+    run_differential(f, torch.ones(2))
+
+
+def test_mapping_pattern_on_a_dict_keyed_by_objects():
+    def f(x):
+        CALLS.clear()
+        d = {Logged("a"): x, "k": x * 2}
+        match d:
+            case {"k": v}:
+                return v + 1, len(CALLS)
+        return x, len(CALLS)
+
+    assert_fully_captured(f, torch.ones(2))
+    run_differential(f, torch.ones(2))

@@ -17,7 +17,7 @@ import builtins
 from ..errors import GraphBreak
 from ..values.builtins import BuiltinValue
 from ..values.constant import ConstantValue
-from ..values.containers import DictValue, TupleValue
+from ..values.containers import ABSENT, DictValue, TupleValue
 from ..values.objects import AttributeMissing
 from .tracer import handles
 
@@ -63,10 +63,11 @@ def _match_keys(tx, ins):
         if key in seen:
             raise GraphBreak(f"mapping pattern checks duplicate key ({key!r}) (ValueError at run time)")
         seen.append(key)
-        if key not in subject.items:
+        value = subject.items.get(key, ABSENT)  # one lookup: ``subject.get(key, dummy)``
+        if value is ABSENT:
             tx.push(ConstantValue(None))
             return
-        found.append(subject.items[key])
+        found.append(value)
     tx.push(TupleValue(found))
 
 

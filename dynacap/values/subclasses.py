@@ -33,6 +33,7 @@ from .base import Value
 from .constant import ConstantValue, is_literal
 from .containers import DictValue, DictViewValue, IteratorValue, ListValue, TupleValue
 from .instances import NewObjectValue
+from .protocols import key_value
 
 _HEAP_TYPE = 1 << 9
 #: The built-in classes (MRO order, ``object`` last) a user class may derive from, by its dict base.
@@ -150,7 +151,7 @@ def apply_base(tx, items: DictValue, name: str, args: list[Value], what: str, ow
             from .live_iterators import DictIteratorValue
 
             return DictIteratorValue(items)  # sees (and refuses) changes of size, as dict's iterator
-        return IteratorValue([ConstantValue(k) for k in items.items])
+        return IteratorValue([key_value(k) for k in items.items])
     key = _constant_key(args[0], what)
     if name == "__getitem__":
         if key not in items.items and owner is not None and builtin_owner(type(owner.obj), "__missing__") is None \
@@ -216,7 +217,7 @@ class NewDictObjectValue(NewObjectValue):
             raise GraphBreak(f"{self.base.__name__}.__init__ takes at most one positional argument "
                              "(TypeError at run time)")
         for key, value in dict_items(tx, args, kwargs).items():
-            apply_base(tx, self.storage, "__setitem__", [ConstantValue(key), value], "dict.__init__")
+            apply_base(tx, self.storage, "__setitem__", [key_value(key), value], "dict.__init__")
 
     def reconstruct(self, cg) -> None:
         """``Base.__new__(cls)``, its items through ``Base.__setitem__``, then its ``__dict__`` entries."""
