@@ -13,6 +13,7 @@ import dataclasses
 import pytest
 import torch
 
+import dynacap
 from differential import assert_fully_captured, run_differential
 
 
@@ -116,3 +117,50 @@ def test_is_between_a_module_sentinel_and_an_object_the_trace_holds_is_guarded_a
 
     assert_fully_captured(fn, torch.ones(2))
     run_differential(fn, torch.ones(2))
+
+
+class Registry(dict):
+    pass
+
+
+class Logged:
+    calls = []
+
+    def __init__(self, a):
+        self.a = a
+
+    def __eq__(self, other):
+        Logged.calls.append((self.a, getattr(other, "a", other)))
+        return isinstance(other, Logged) and self.a == other.a
+
+
+def test_dicts_compare_with_dict_subclasses_by_dict_eq():
+    import collections
+
+    def f(x):
+        c = collections.Counter(a=1)
+        return x + 1, c == {"a": 1}, {"a": 1} == c, c != {"a": 2}, Registry(a=1) == {"a": 1}, \
+            {"a": 1, "b": 2} == Registry(b=2, a=1), Registry(a=1) == {"a": 1, "b": 2}, {"a": 1} == Point(1)
+
+    assert_fully_captured(f, torch.randn(2))
+    run_differential(f, torch.randn(2))
+
+
+def test_dict_eq_compares_values_in_eagers_order():
+    def f(x):
+        Logged.calls.clear()
+        same = Registry(p=Logged(1), q=Logged(2)) == {"q": Logged(2), "p": Logged(1)}
+        return x * 2, same, list(Logged.calls)
+
+    assert_fully_captured(f, torch.randn(2))
+    run_differential(f, torch.randn(2))
+
+
+def test_dict_eq_over_tensor_values_still_breaks():
+    # The truth of a tensor comparison is known only at run time.
+    def f(x):
+        return x + 1, Registry(a=x) == {"a": x + 0}
+
+    with pytest.raises(dynacap.Unsupported):
+        dynacap.optimize(f, backend="eager", fullgraph=True)(torch.ones(1))
+    run_differential(f, torch.ones(1))

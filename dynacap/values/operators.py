@@ -235,6 +235,9 @@ def _equality_method(tx, name: str, left: Value, right: Value) -> Value:
         return ConstantValue(not result.truth(tx))
     if type(method) is types.FunctionType:
         return _call_method(tx, left, name, [right], f"`{name}`")
+    if method in _DICT_EQUALITY or cls is None and isinstance(left, DictValue) \
+            and left.dict_type is not collections.OrderedDict:
+        return _dict_equality(tx, name, left, right)
     if type(method) is types.WrapperDescriptorType and method.__objclass__ in _SCALARS:
         # A built-in scalar base's own ``==`` (``str.__eq__`` of a ``str``-valued enum member) runs no user code:
         # run for real on the two objects when both are known ones (NotImplemented for another kind).
@@ -243,6 +246,45 @@ def _equality_method(tx, name: str, left: Value, right: Value) -> Value:
         except GraphBreak:
             pass
     raise GraphBreak(f"`{name}` of {left.describe()} is not a Python function; `==` on it is not captured")
+
+
+_DICT_EQUALITY = (dict.__dict__["__eq__"], dict.__dict__["__ne__"])
+
+
+def _dict_items(tx, v: Value) -> dict | None:
+    """The items of a dict or dict subclass object, by key; None when ``v`` is not a dict (a break when it
+    is one whose items are not known)."""
+    from .subclasses import NewDictObjectValue, frame_items
+
+    if isinstance(v, DictValue):
+        return v.items
+    if isinstance(v, NewDictObjectValue):
+        return v.storage.items
+    cls = _object_class(v)
+    if cls is None or not issubclass(cls, dict):
+        return None
+    if isinstance(v, ObjectValue) and v.source is not None:
+        return frame_items(tx, v).items
+    raise GraphBreak(f"comparing {v.describe()} as a dict: its items are not known while capturing")
+
+
+def _dict_equality(tx, name: str, left: Value, right: Value) -> Value:
+    """``dict.__eq__``/``__ne__`` (``dict_richcompare``): NotImplemented for a non-dict; else equal lengths, and
+    each key of ``left`` looked up in ``right`` (one real lookup) with values compared as
+    ``PyObject_RichCompareBool(left value, right value)`` in ``left``'s order."""
+    from .container_methods import same_or_equal
+    from .containers import ABSENT
+
+    a, b = _dict_items(tx, left), _dict_items(tx, right)
+    if b is None:
+        return ConstantValue(NotImplemented)
+    equal = len(a) == len(b)
+    for key, value in a.items() if equal else ():
+        found = b.get(key, ABSENT)
+        if found is ABSENT or not same_or_equal(tx, value, found):
+            equal = False
+            break
+    return ConstantValue(equal == (name == "__eq__"))
 
 
 def holds_symbolic(v: Value) -> bool:
