@@ -786,3 +786,21 @@ def test_class_attribute_written_in_the_trace_seen_through_super():
         run_differential(f, torch.randn(4))
     finally:
         Base.k = 1
+
+
+def test_default_repr_of_an_object_breaks_by_design():
+    """Decision (construct row repr_default_format): ``object.__repr__``'s text holds the object's address,
+    a different one for each object and each call.  Any string the trace made of it (in the graph, the
+    rewritten code or a guard) would be one call's address, so a later call would see a stale text;
+    answering only the parts that are known (``startswith("<")``, the class name before " object at")
+    would need a string value with an unknown tail through every str method.  The break runs ``repr`` for
+    real, so eager's text is what the code sees: a graph break, never a wrong address."""
+    def f(x):
+        class K:
+            pass
+
+        return x + 1, repr(K()).startswith("<"), str(K()).split(" ")[0].endswith("K")
+
+    with pytest.raises(dynacap.Unsupported, match="address"):
+        dynacap.optimize(f, backend="eager", fullgraph=True)(torch.randn(2))
+    run_differential(f, torch.randn(2))
