@@ -1690,3 +1690,46 @@ def test_python_attribute_named_like_a_tensor_method_still_breaks():
 
     out = explain_captured(_shadow_a_method, rand(3))
     assert out.graph_break_count == 1 and "`.add`" in out.break_reasons[0].reason, str(out)
+
+
+# -- warnings: what eager prints once is printed once -------------------------------------------------------
+
+def _warn_then_scale(x):
+    y = x + 1
+    warnings.warn("legacy mode is deprecated", UserWarning)  # runs eagerly between two graphs
+    return y * 2
+
+
+def _warned_over_calls(fn, calls=3):
+    """The warnings ``fn`` shows over ``calls`` calls under the "default" action (once per location)."""
+    with warnings.catch_warnings(record=True) as caught:  # entering it starts every registry afresh
+        warnings.simplefilter("default")
+        for _ in range(calls):
+            fn(rand(3))
+    return [(w.category, str(w.message), w.filename, w.lineno) for w in caught]
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_warning_shown_once_by_eager_is_shown_once_under_capture(backend):
+    # AOTAutograd's compile of the graph after the warning sets and undoes warning filters; CPython
+    # clears every module's __warningregistry__ on any filter change, so the next call printed it again.
+    expected = _warned_over_calls(_warn_then_scale)
+    counting = CountingBackend(backend)
+    assert _warned_over_calls(dynacap.optimize(_warn_then_scale, backend=counting)) == expected
+    assert len(expected) == 1 and counting.compiles == 2
+
+
+def test_a_warning_filter_the_captured_code_sets_still_resets_the_registries():
+    def set_filter_then_warn(x):
+        warnings.simplefilter("default")  # a real filter change: eager's registries start afresh
+        warnings.warn("after a filter change", UserWarning)
+        return x * 2
+
+    def warned(fn):
+        with warnings.catch_warnings(record=True) as caught:
+            for _ in range(2):
+                fn(rand(3))
+        return [str(w.message) for w in caught]
+
+    assert warned(dynacap.optimize(set_filter_then_warn, backend="aot_eager")) == warned(set_filter_then_warn) == \
+        ["after a filter change"] * 2
