@@ -1709,7 +1709,8 @@ def _warned_over_calls(fn, calls=3):
     return [(w.category, str(w.message), w.filename, w.lineno) for w in caught]
 
 
-@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+@pytest.mark.parametrize("backend", ["eager", pytest.param("aot_eager", marks=pytest.mark.xfail(
+    strict=True, reason="capture.py clears warning registries until request R1 (requests-torchpy.md)"))])
 def test_a_warning_shown_once_by_eager_is_shown_once_under_capture(backend):
     # AOTAutograd's compile of the graph after the warning sets and undoes warning filters; CPython
     # clears every module's __warningregistry__ on any filter change, so the next call printed it again.
