@@ -450,6 +450,22 @@ def _rule_cases():
               (F.linear, [t(2, 3, 4), t(6, 4), t(1)], {}),
               (F.layer_norm, [t(2, 3, 4), (4,), strided(t(8), lambda w: w[::2])], {}),
               (F.layer_norm, [t(2, 3, 4), (4,), None, t(4, dtype=torch.float64)], {})]
+    # Convolutions: strides, padding, dilation, groups (depthwise), 1x1, size-1 dims, channels_last operands.
+    cl = lambda make: strided(make, lambda x: x.contiguous(memory_format=torch.channels_last))  # noqa: E731
+    for dtype in (torch.float32, torch.float64, torch.bfloat16):
+        for xs, ws, kw in [((1, 3, 16, 16), (8, 3, 7, 7), {"stride": 2, "padding": 3}),
+                           ((1, 8, 9, 9), (8, 1, 7, 7), {"padding": 3, "groups": 8}),
+                           ((2, 4, 1, 1), (8, 4, 1, 1), {}), ((1, 1, 5, 5), (2, 1, 3, 3), {}),
+                           ((2, 4, 5, 5), (8, 4, 1, 1), {"stride": (2, 1)}),
+                           ((1, 4, 8, 8), (4, 2, 3, 3), {"groups": 2, "dilation": 2, "padding": (2, 1)}),
+                           ((1, 4, 8, 8), (6, 4, 2, 2), {"stride": 2}), ((1, 4, 3, 3), (6, 4, 3, 3), {}),
+                           ((1, 4, 2, 2), (6, 4, 3, 3), {}),  # no output: raises
+                           ((1, 4, 5, 5), (6, 4, 3, 3), {"padding": "same"})]:
+            x, w, b = t(*xs, dtype=dtype), t(*ws, dtype=dtype), t(ws[0], dtype=dtype)
+            cases += [(F.conv2d, [x, w, b], kw), (F.conv2d, [x, w], kw), (F.conv2d, [cl(x), w, b], kw),
+                      (F.conv2d, [x, cl(w), b], kw), (F.conv2d, [strided(x, lambda v: v.transpose(2, 3)), w], kw)]
+    cases += [(F.conv2d, [t(1, 4, 5, 5), t(6, 4, 3, 3, dtype=torch.float64)], {}),
+              (F.conv2d, [t(1, 4, 5, 5), t(6, 3, 3, 3)], {}), (F.conv2d, [t(4, 5, 5), t(6, 4, 3, 3)], {})]
     return cases
 
 
@@ -507,6 +523,10 @@ def test_result_rules_answer_the_common_cases():
         assert RESULT_RULES[F.layer_norm]([x, (8,), ln, ln], {}) is not None
         assert RESULT_RULES[F.linear]([x, w, b], {}) is not None
         assert RESULT_RULES[F.gelu]([F.linear(x, w, b)], {}) is not None
+        image = builder.fake_of(torch.randn(1, 3, 32, 32))
+        stem, dw = builder.fake_of(torch.randn(8, 3, 4, 4)), builder.fake_of(torch.randn(8, 1, 7, 7))
+        assert RESULT_RULES[F.conv2d]([image, stem, None, 4], {}) is not None
+        assert RESULT_RULES[F.conv2d]([F.conv2d(image, stem, None, 4), dw], {"padding": 3, "groups": 8}) is not None
 
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])

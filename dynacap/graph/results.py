@@ -1,7 +1,7 @@
 """Result rules: the fake result of a few common operations, known from their arguments' metadata.
 
 The first time a trace meets an operation on given argument metadata, fake propagation dispatches it
-(``GraphBuilder._propagate``); ``F.linear``, ``F.layer_norm`` and an eval-mode ``F.batch_norm`` are
+(``GraphBuilder._propagate``); ``F.linear``, ``F.layer_norm``, ``F.conv2d`` and an eval-mode ``F.batch_norm`` are
 decomposed there into a chain of Python reference implementations, several milliseconds each on a
 model's first call.  Each rule here answers, for the common case only (dense inputs with contiguous
 strides, a floating dtype, parameters of the input's dtype and device, no gradient to record), the
@@ -145,10 +145,49 @@ def _gelu_result(args: list, kwargs: dict):
     return _new(x.shape, x)
 
 
+def _pair(v):
+    """A conv2d size argument (an int or two ints) as two ints, or None."""
+    if type(v) is int:
+        return (v, v)
+    if type(v) in (tuple, list) and len(v) == 2 and all(type(n) is int for n in v):
+        return tuple(v)
+    return None
+
+
+def _conv2d_result(args: list, kwargs: dict):
+    """``F.conv2d`` of a dense 4-d input with a dense weight (and bias) of its dtype, numeric padding:
+    a new tensor of the convolution's output shape, contiguous when the backend fake tensors ask for
+    (``_select_conv_backend``, ``_conv_determine_backend_memory_format``: the calls fake propagation
+    makes) keeps the contiguous format; a channels-last choice is dispatched."""
+    bound = _bind(("input", "weight", "bias", "stride", "padding", "dilation", "groups"), (None, 1, 0, 1, 1),
+                  args, kwargs)
+    if bound is None:
+        return None
+    x, weight, bias, stride, padding, dilation, groups = bound
+    stride, padding, dilation = _pair(stride), _pair(padding), _pair(dilation)
+    if (not _dense(x) or x.dim() != 4 or not _dense(weight, x) or weight.dim() != 4 or None in (stride, padding, dilation)
+            or type(groups) is not int or groups < 1 or min(stride) < 1 or min(dilation) < 1 or min(padding) < 0
+            or x.shape[1] != weight.shape[1] * groups or weight.shape[0] % groups or _records_grad(x, weight, bias)):
+        return None
+    if bias is not None and (not _dense(bias, x) or bias.shape != (weight.shape[0],)):
+        return None
+    spatial = [(n + 2 * p - d * (k - 1) - 1) // s + 1
+               for n, k, s, p, d in zip(x.shape[2:], weight.shape[2:], stride, padding, dilation)]
+    if min(spatial) < 1:
+        return None
+    backend = torch._C._select_conv_backend(x, weight, stride=list(stride), padding=list(padding),
+                                            dilation=list(dilation), transposed=False, output_padding=[0, 0],
+                                            groups=groups, bias=bias)
+    if torch._C._conv_determine_backend_memory_format(x, weight, backend) != torch.contiguous_format:
+        return None
+    return _new((x.shape[0], weight.shape[0], *spatial), x)
+
+
 #: Functions whose fake result is known from their arguments' metadata in common cases (``_propagate``).
 RESULT_RULES = {
     torch.nn.functional.batch_norm: _batch_norm_result,
     torch.nn.functional.linear: _linear_result,
     torch.nn.functional.layer_norm: _layer_norm_result,
     torch.nn.functional.gelu: _gelu_result,
+    torch.nn.functional.conv2d: _conv2d_result,
 }
