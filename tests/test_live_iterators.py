@@ -11,7 +11,8 @@ import itertools
 import pytest
 import torch
 
-from differential import assert_fully_captured, run_differential
+import dynacap
+from differential import assert_fully_captured, assert_same, run_differential
 
 
 def append_while_iterating(x):
@@ -166,3 +167,46 @@ def test_zip_and_reversed_of_a_list_kept_across_a_break_run_eagerly():
         return x * first[0], list(z), next(r), list(r)
 
     run_differential(f, torch.ones(2))
+
+
+def _comprehension_printing(x):
+    ys = [x * i for i in range(4) if print(i) is None]
+    return sum(ys)
+
+
+def test_a_resumed_comprehension_unrolls_its_range_iterator():
+    # After the break at print(), the comprehension resumes with the real range iterator as its argument.
+    run_differential(_comprehension_printing, torch.ones(2))
+    out = dynacap.explain(_comprehension_printing)(torch.ones(2))
+    assert not any("range_iterator" in str(r.reason) for r in out.break_reasons), out.break_reasons
+
+
+def _loop_then_next(it, x):
+    total = x
+    for i in it:
+        total = total + i
+        if i == 2:
+            print("two")
+            break
+    return total, next(it, None)
+
+
+def _next_then_generator(it, x):
+    first = next(it)
+    return x + first + sum(i for i in it if i < 3)
+
+
+@pytest.mark.parametrize("fn", [_loop_then_next, _next_then_generator])
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_a_range_iterator_argument_is_advanced_as_in_eager(fn, backend):
+    def outcome(f):
+        it = iter(range(1, 6))
+        result = f(it, torch.ones(2))
+        return result, list(it)  # what is left of the caller's iterator
+
+    expected = outcome(fn)
+    compiled = dynacap.optimize(fn, backend=backend)
+    for _ in range(2):
+        result, left = outcome(compiled)
+        assert left == expected[1]
+        assert_same(expected[0], result)

@@ -34,6 +34,7 @@ from ..interpreter.tracer import FrameAtBreak
 from ..source import LocalSource
 from ..values.base import NullValue
 from ..values.containers import DictValue, IteratorValue, ListValue, SequenceValue, SizeValue, TupleValue
+from ..values.frame_iterators import FrameRangeIterator
 from ..values.symbolic import SymNumberValue
 from ..values.tensor import TensorValue
 from ..values.autocast import AutocastExitValue
@@ -285,7 +286,7 @@ def _frame_level(frame: FrameAtBreak, keep: int, result_slots: list, resume_offs
             layout.append(v.ctx.ctx_class)
         elif isinstance(v, AutocastExitValue):
             layout.append(v.factory())
-        elif isinstance(v, IteratorValue) and not isinstance(v, LiveIteratorValue):
+        elif isinstance(v, IteratorValue) and not isinstance(v, (LiveIteratorValue, FrameRangeIterator)):
             # Passed as a tuple of the items left; the resume's prefix turns it back into an
             # iterator, which its trace unrolls again.
             layout.append(resume.ITER)

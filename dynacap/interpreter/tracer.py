@@ -402,6 +402,11 @@ class Tracer:
         self.ctx.attribute_overrides[(id(_identity_of(target)), name)] = DELETED
         self.ctx.side_effects.append(SideEffect("delattr", target, name, DELETED))
 
+    def record_iterator_advance(self, iterator: Value) -> None:
+        """An iterator from the frame is advanced: its state (``iterator.written_state()`` once the trace is
+        done) is written back after the graph."""
+        self.ctx.side_effects.append(SideEffect("iterator_state", iterator, "", iterator))
+
     def record_container_mutation(self, container: Value) -> None:
         """A list/dict from the frame changed: its final contents are written back after the graph."""
         self.ctx.side_effects.append(SideEffect("container", container, "", container))

@@ -39,6 +39,7 @@ from .namespaces import GlobalsValue, is_module_globals
 from .numpy_ns import is_numpy_object
 from .objects import ObjectValue, has_lookup_hooks
 from .subclasses import NamedTupleValue, TupleNewValue, namedtuple_fields, plain_tuple_class
+from .frame_iterators import RANGE_ITERATOR, FrameRangeIterator
 from .torch_ns import TorchValue, is_torch_object
 
 
@@ -159,6 +160,8 @@ def wrap(tx, obj, source: Source | None) -> Value:
         return _partial(tx, obj, source)
     if source is not None and _is_bound_method(obj):
         return _bound_method(tx, obj, source)
+    if t is RANGE_ITERATOR and source is not None:
+        return FrameRangeIterator(tx, obj, source)
     value = _object_value(tx, obj, source)
     if source is not None:
         if _made_by_previous_stage(tx, source) and _guard_by_parts(tx, value, source):
