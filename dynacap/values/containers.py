@@ -9,6 +9,7 @@ a side effect the foundation does not replay, so it is a graph break.
 from __future__ import annotations
 
 import collections
+import functools
 
 from ..errors import GraphBreak
 from .base import Value
@@ -291,6 +292,13 @@ class ListValue(SequenceValue):
             self.items[key] = value
 
 
+def copied(factory, items):
+    """``protocols.copied``: a copy of a dict's items that traces no key's ``__eq__``."""
+    from .protocols import copied as copy_quietly
+
+    return copy_quietly(factory, items)
+
+
 #: What a lookup of a missing key finds (``dict.get``/``pop`` default: never compared).
 ABSENT = object()
 
@@ -334,7 +342,7 @@ class DictValue(Value):
     """
 
     def __init__(self, items: dict, source=None, dict_type: type = dict, default_factory: Value | None = None):
-        self.items = dict(items)
+        self.items = copied(dict, items)
         self.source = source
         self.mutated = False
         self.dict_type = dict_type
@@ -431,16 +439,16 @@ class DictValue(Value):
     def real_items(self) -> dict:
         """A real dict of this type holding the item values, for a method run for real (``container_methods``)."""
         if self.dict_type is collections.defaultdict:
-            return collections.defaultdict(None, self.items)
-        return self.dict_type(self.items)
+            return copied(functools.partial(collections.defaultdict, None), self.items)
+        return copied(self.dict_type, self.items)
 
     def mutate_items(self, tx, real: dict, method: str = "", args=()) -> None:
         """The items a method run for real left in ``real``, in its order."""
         self.mutate(tx)
-        self.items = dict(real)
+        self.items = copied(dict, real)
 
     def like_items(self, real) -> "DictValue":
-        return self.like(dict(real))
+        return self.like(copied(dict, real))
 
     def reconstruct(self, cg):
         if not load_existing(self, cg):

@@ -367,7 +367,11 @@ class ContainerMethodValue(MethodOfValue):
                 default = args[1] if len(args) > 1 else ConstantValue(None)
                 return c.items.get(dict_key(tx, args[0]), default)
             if name == "copy":
-                return c.like(dict(c.items))
+                from .protocols import copied
+
+                copy = c.like({})
+                copy.items = copied(dict.copy, c.items)  # ``PyDict_Copy``: eager's table (and probe order)
+                return copy
             if name == "update":
                 for a in args:
                     if not isinstance(a, DictValue):

@@ -25,7 +25,7 @@ from .enums import EnumMemberValue
 from .functions import BoundMethodValue
 from .instance_dicts import NewInstanceDictValue
 from .namespaces import GlobalsValue
-from .protocols import IdValue
+from .protocols import IdValue, holds_traced_keys
 from .objects import _MISSING as _MISSING_ATTR, ObjectValue, class_lookup
 from .subclasses import NamedTupleValue
 from .symbolic import SymNumberValue
@@ -143,6 +143,9 @@ def compare_op(tx, symbol: str, a: Value, b: Value) -> Value:
         equal = sequences_equal(tx, a, b)
         if equal is not None:
             return ConstantValue(equal == (symbol == "=="))
+        if isinstance(a, DictValue) and isinstance(b, DictValue) \
+                and not a.dict_type is b.dict_type is collections.OrderedDict:  # two OrderedDicts compare orders
+            return _dict_equality(tx, "__eq__" if symbol == "==" else "__ne__", a, b)
         same = identical(a, b)
         if same is True or same is False and _equal_only_if_identical(a, b):
             return ConstantValue(same if symbol == "==" else not same)
@@ -159,7 +162,8 @@ def _real_constant(v: Value):
         if v.is_constant():
             return v.as_constant()
         if isinstance(v, DictValue) and all(item.is_constant() for item in v.items.values()) \
-                and v.dict_type in (dict, collections.OrderedDict, collections.defaultdict):
+                and v.dict_type in (dict, collections.OrderedDict, collections.defaultdict) \
+                and not holds_traced_keys(v.items):
             items = {k: item.as_constant() for k, item in v.items.items()}
             return collections.OrderedDict(items) if v.dict_type is collections.OrderedDict else items
         if isinstance(v, DictViewValue) and _real_constant(v.dict_value) is not _UNKNOWN:

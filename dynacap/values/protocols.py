@@ -318,6 +318,8 @@ class TracedKey:
     ``dict``/``set`` of such keys probes, orders and matches them exactly as eager's."""
 
     __slots__ = ("value", "hash", "ctx")
+    #: Copies of a dict or set of the trace being made (``copied``): its keys coexist, so they are distinct.
+    copying = 0
 
     def __init__(self, tx, value: Value):
         self.value = value
@@ -330,6 +332,8 @@ class TracedKey:
     def __eq__(self, other):
         from .operators import compare_op, identical, identical_by_guard
 
+        if TracedKey.copying:
+            return self is other
         if type(other) is not TracedKey and not _constant_key(other):
             return False  # a key hashed by identity (a tensor): eager compares them only on equal addresses
         tx = self.ctx.running
@@ -345,6 +349,17 @@ class TracedKey:
 
     def __repr__(self):
         return f"<key {self.value.describe()}>"
+
+
+def copied(factory, items):
+    """``factory(items)``: a copy the trace makes of a dict's items.  A real dict may compare keys with equal
+    hashes while it is filled; keys that coexisted are distinct, so no stand-in's ``__eq__`` is traced (eager
+    makes no such copy, or clones the table without comparing)."""
+    TracedKey.copying += 1
+    try:
+        return factory(items)
+    finally:
+        TracedKey.copying -= 1
 
 
 def _constant_key(key) -> bool:
