@@ -229,3 +229,33 @@ def test_dicts_keyed_by_objects_with_tensor_values_still_break_on_eq():
     with pytest.raises(dynacap.Unsupported):
         dynacap.optimize(f, backend="eager", fullgraph=True)(torch.ones(1))
     run_differential(f, torch.ones(1))
+
+
+@pytest.mark.parametrize("program", ["impure_hash", "key_changed", "set_impure"])
+def test_rebuilding_would_hash_again_breaks_cleanly(program):
+    # Made again after the graph, the dict or set hashes its keys again: eager hashed them once, before
+    # the change.
+    def impure_hash(x):
+        return x + 1, {Logged("a"): 1}
+
+    def key_changed(x):
+        k = Tag("a")
+        d = {k: 1}
+        k.name = "b"
+        return x + 1, d
+
+    def set_impure(x):
+        return x + 1, {Logged("a")}
+
+    f = {"impure_hash": impure_hash, "key_changed": key_changed, "set_impure": set_impure}[program]
+    with pytest.raises(dynacap.Unsupported, match="hash the object again"):
+        dynacap.optimize(f, backend="eager", fullgraph=True)(torch.ones(1))
+    CALLS.clear()
+    eager = f(torch.ones(1))
+    eager_calls = list(CALLS)
+    CALLS.clear()
+    captured = dynacap.optimize(f, backend="eager")(torch.ones(1))
+    assert CALLS == eager_calls and len(captured[1]) == len(eager[1])
+    if program == "key_changed":
+        (k,) = captured[1]
+        assert k.name == "b" and Tag("b") not in captured[1]  # eager's table: hashed as "a"

@@ -465,6 +465,7 @@ class DictValue(Value):
 
         for k, v in self.items.items():
             if type(k) is TracedKey:
+                k.check_rebuilt()
                 k.value.reconstruct(cg)
             else:
                 cg.load_const(k)

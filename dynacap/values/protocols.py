@@ -317,14 +317,31 @@ class TracedKey:
     ``==`` when the real dict or set compares it (stored key on the left, as ``dict`` does), so a real
     ``dict``/``set`` of such keys probes, orders and matches them exactly as eager's."""
 
-    __slots__ = ("value", "hash", "ctx")
+    __slots__ = ("value", "hash", "ctx", "pure", "attrs")
     #: Copies of a dict or set of the trace being made (``copied``): its keys coexist, so they are distinct.
     copying = 0
 
     def __init__(self, tx, value: Value):
         self.value = value
         self.ctx = tx.ctx
+        effects = self._effects()
         self.hash = run_protocol(tx, value, hash, "hashing a key")
+        #: Whether hashing (and each comparison) changed nothing: the rebuilt dict or set hashes it again.
+        self.pure = self._effects() == effects
+        #: What ``__hash__`` may have read: the object's attributes when it was hashed.
+        self.attrs = dict(value.attrs) if hasattr(value, "attrs") else None
+
+    def _effects(self) -> tuple:
+        return len(self.ctx.side_effects), self.ctx.mutations
+
+    def check_rebuilt(self) -> None:
+        """Before a dict or set holding this key is made again after the graph (which hashes the object
+        again, and compares it on equal hashes): a break unless that is what eager saw."""
+        same = self.attrs is not None and self.attrs == self.value.attrs if hasattr(self.value, "attrs") else False
+        if not (self.pure and same):
+            raise GraphBreak(f"a dict or set keyed by {self.value.describe()} leaves the captured code: made "
+                             "again, it would hash the object again (its hash or == has effects, or the object "
+                             "changed since it was hashed)")
 
     def __hash__(self):
         return self.hash
@@ -345,7 +362,15 @@ class TracedKey:
         if same is None:
             raise GraphBreak(f"comparing the keys {self.value.describe()} and {right.describe()}: whether they are "
                              "one object is not known at capture time")
-        return same or compare_op(tx, "==", self.value, right).truth(tx)
+        if same:
+            return True
+        effects = self._effects()
+        equal = compare_op(tx, "==", self.value, right).truth(tx)
+        if self._effects() != effects:
+            self.pure = False
+            if type(other) is TracedKey:
+                other.pure = False
+        return equal
 
     def __repr__(self):
         return f"<key {self.value.describe()}>"

@@ -299,7 +299,11 @@ class SetValue(Value):
 
     def build(self, cg) -> None:
         """Emit a new set of the current members (also what a mutated frame set is updated with)."""
+        from .protocols import TracedKey
+
         for key in self.keys:
+            if type(key) is TracedKey:
+                key.check_rebuilt()
             _value_of(key).reconstruct(cg)
         cg.append("BUILD_SET", len(self.keys))
 
