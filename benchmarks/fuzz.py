@@ -101,7 +101,8 @@ def _by_production(results, engines) -> str:
 
 
 def run(args) -> int:
-    engines = [f"dynacap:{args.backend}"] + ([f"dynamo:{args.backend}"] if args.compare_dynamo else [])
+    engines = [f"dynacap:{args.backend}"] + ([f"dynacap+print:{args.backend}"] if args.reorder_prints else []) \
+        + ([f"dynamo:{args.backend}"] if args.compare_dynamo else [])
     exclude = [e for e in args.exclude.split(",") if e]
     items = [Item(seed, engines) for seed in range(args.seed, args.seed + args.n)]
     start = time.perf_counter()
@@ -184,6 +185,8 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="first seed (default 0)")
     parser.add_argument("--jobs", type=int, default=2, help="child processes (default 2)")
     parser.add_argument("--compare-dynamo", action="store_true", help="also run torch.compile on each program")
+    parser.add_argument("--reorder-prints", action="store_true",
+                        help="also run dynacap with config.reorderable_logging_functions={print}")
     parser.add_argument("--backend", default="eager", help="backend of both engines (default eager)")
     parser.add_argument("--size", type=int, default=5, help="top-level statements per program (default 5)")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per program and engine (default 60)")

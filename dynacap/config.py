@@ -29,6 +29,12 @@ max_unroll: int = 4096
 #: ``__getattribute__`` per read): a tiny T5 needs about 80,000.
 max_instructions: int = 1_000_000
 
+#: Logging functions whose calls are replayed after the graph instead of breaking it, when every argument's
+#: text is known at capture time (as torch.compile's setting of the same name); only ``print`` is
+#: supported: ``config.patch(reorderable_logging_functions={print})``.  The text then appears after the
+#: graph's work: a warning the graph emits comes first, and a crash inside the graph loses it.
+reorderable_logging_functions: set = set()
+
 #: Path prefixes whose code is never captured (besides dynacap and the stdlib,
 #: which are always skipped).  Extend to skip a library.
 skip_prefixes: list[str] = []
@@ -60,6 +66,7 @@ _SETTINGS = (
     "inline_depth_limit",
     "max_unroll",
     "max_instructions",
+    "reorderable_logging_functions",
     "skip_prefixes",
     "compiled_autograd",
     "share_graphs_across_instances",

@@ -7,7 +7,7 @@ import torch
 import dynacap
 from break_programs import PROGRAMS
 import break_programs as bp
-from differential import explain_captured, run_differential
+from differential import CountingBackend, explain_captured, run_differential
 
 
 @pytest.mark.parametrize("name,fn,make_inputs", PROGRAMS, ids=[p[0] for p in PROGRAMS])
@@ -277,3 +277,53 @@ def test_the_instruction_budget_bounds_a_capture_not_the_loop_count():
     assert any("config.max_instructions=3000" in r for r in reasons), reasons
     with dynacap.config.patch(max_instructions=3000):
         run_differential(_many_inlined_calls, torch.ones(3), 3000)
+
+
+class _Named:
+    def __str__(self):
+        return "named"
+
+
+def _prints_constants(x, n):
+    y = x + 1
+    print("shape", tuple(y.shape), n, _Named(), sep="|")
+    z = y * 2
+    print("done", end="!\n", flush=True)
+    return z
+
+
+def _prints_then_mutates(x):
+    y = x * 2
+    print("before the in-place op")
+    x.add_(1)
+    return y + x
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_reorderable_print_is_replayed_after_the_graph_with_eager_text(backend):
+    with dynacap.config.patch(reorderable_logging_functions={print}):
+        counting = CountingBackend(inner=backend)
+        run_differential(_prints_constants, torch.ones(2), 3, backend=counting)  # the printed text included
+        assert counting.compiles == 1
+        out = explain_captured(_prints_constants, torch.ones(2), 3)
+        assert (out.graph_count, out.graph_break_count) == (1, 0), str(out)
+        # A side effect before an in-place change of an input: the graph is split there (program order).
+        run_differential(_prints_then_mutates, torch.ones(2))
+
+
+def _prints_a_tensor(x):
+    print("x is", x)
+    return x + 1
+
+
+def _prints_to_stderr(x):
+    print("to stderr", file=sys.stderr)
+    return x + 1
+
+
+@pytest.mark.parametrize("fn,reason", [(_prints_a_tensor, "of a tensor"), (_prints_to_stderr, "file=")])
+def test_reorderable_print_still_breaks_where_its_text_or_stream_is_not_known(fn, reason):
+    with dynacap.config.patch(reorderable_logging_functions={print}):
+        run_differential(fn, torch.ones(2))
+        out = explain_captured(fn, torch.ones(2))
+    assert out.graph_break_count == 1 and reason in out.break_reasons[0].reason, str(out)

@@ -73,6 +73,10 @@ def emit_side_effects(cg: Emitter, side_effects: list[SideEffect], eager_code_fo
         if effect.kind == "container":
             _emit_container_update(cg, effect.value)
             continue
+        if effect.kind == "call":
+            cg.call(effect.target, *effect.value.items)
+            cg.append("POP_TOP")
+            continue
         if effect.kind == "iterator_state":
             cg.call(type(effect.value).real_type.__setstate__, effect.value, effect.value.written_state())
             cg.append("POP_TOP")
@@ -129,8 +133,8 @@ class _Writes:
         for effect in side_effects:
             if effect.kind == "container":
                 self.containers.add(effect.value.source)
-            elif effect.kind == "iterator_state":
-                continue  # the iterator's own state: no source reads inside it
+            elif effect.kind in ("iterator_state", "call"):
+                continue  # the iterator's own state, or a logging call: no source reads inside them
             elif effect.kind in ("setattr", "delattr"):
                 self.attributes.add(effect.name)
             else:

@@ -22,7 +22,7 @@ from ..values.exceptions import CALLERS
 class SideEffect:
     """A Python-level mutation to replay after the graph runs, in program order."""
 
-    kind: str  # "setattr" | "delattr" | "store_global" | "delete_global" | "container" | "iterator_state"
+    kind: str  # "setattr" | "delattr" | "store_global" | "delete_global" | "container" | "iterator_state" | "call"
     target: object  # Value (setattr) or globals dict (store_global)
     name: str
     value: Value

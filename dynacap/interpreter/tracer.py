@@ -402,6 +402,12 @@ class Tracer:
         self.ctx.attribute_overrides[(id(_identity_of(target)), name)] = DELETED
         self.ctx.side_effects.append(SideEffect("delattr", target, name, DELETED))
 
+    def record_call(self, fn, args: list[Value]) -> None:
+        """``fn(*args)`` (a constant callable, arguments known now) called after the graph, in program order."""
+        from ..values.containers import TupleValue
+
+        self.ctx.side_effects.append(SideEffect("call", fn, "", TupleValue(args)))
+
     def record_iterator_advance(self, iterator: Value) -> None:
         """An iterator from the frame is advanced: its state (``iterator.written_state()`` once the trace is
         done) is written back after the graph."""

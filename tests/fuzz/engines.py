@@ -43,12 +43,15 @@ class DynacapEngine(Engine):
     name = "dynacap"
     internal_warning = "dynacap: internal error"
 
-    def __init__(self, backend: str = "eager"):
+    def __init__(self, backend: str = "eager", reorder_prints: bool = False):
         import dynacap
 
         self.dynacap = dynacap
         self.backend = backend
         self.internal_dirs = (os.path.dirname(os.path.abspath(dynacap.__file__)) + os.sep,)
+        self.logging = {print} if reorder_prints else set()
+        if reorder_prints:
+            self.name = "dynacap+print"
 
     def wrap(self, fn):
         """``optimize(fn, backend=...)``'s capture, on a context of its own whose record counts this program."""
@@ -56,6 +59,8 @@ class DynacapEngine(Engine):
         from dynacap.backends import configured
         from dynacap.capture import CaptureContext, CaptureRecord
 
+        # Set for the program about to run (a child may run programs for several engines in turn).
+        self.dynacap.config.reorderable_logging_functions = set(self.logging)
         self.record = CaptureRecord()
         ctx = CaptureContext(configured(self.backend), record=self.record)
 
@@ -105,7 +110,8 @@ class DynamoEngine(Engine):
 
 
 def make_engine(spec: str) -> Engine:
-    """``"dynacap"``, ``"dynacap:aot_eager"``, ``"dynamo"``, ``"dynamo:aot_eager"``, ``"eager"``, or
+    """``"dynacap"``, ``"dynacap:aot_eager"``, ``"dynacap+print"`` (``print`` replayed after the graph:
+    ``config.reorderable_logging_functions``), ``"dynamo"``, ``"dynamo:aot_eager"``, ``"eager"``, or
     ``"py:module:Class"`` (an ``Engine`` subclass importable in a child, for tests of the fuzzer)."""
     if spec.startswith("py:"):
         import importlib
@@ -115,8 +121,8 @@ def make_engine(spec: str) -> Engine:
     name, _, backend = spec.partition(":")
     if name == "eager":
         return Engine()
-    if name == "dynacap":
-        return DynacapEngine(backend or "eager")
+    if name in ("dynacap", "dynacap+print"):
+        return DynacapEngine(backend or "eager", reorder_prints=name == "dynacap+print")
     if name == "dynamo":
         return DynamoEngine(backend or "eager")
     raise ValueError(f"unknown engine {spec!r} (eager, dynacap[:backend], dynamo[:backend])")

@@ -2,10 +2,11 @@
 
 ``BuiltinValue`` is a builtin function or class met in captured code; calling it dispatches by name to a
 handler of one family module: ``iteration`` (iter, next, zip, enumerate...), ``ordering`` (min, max,
-sorted), ``constructors`` (tuple, dict, int...), ``introspection`` (type, isinstance, getattr, vars...) and
-``dunders`` (len, abs, hash, repr, format).  A handler answers None when it has no model for these
-arguments; a builtin with only constant arguments is then simply called.  ``print``, ``input``, ``open``
-and other builtins with effects are graph breaks.
+sorted), ``constructors`` (tuple, dict, int...), ``introspection`` (type, isinstance, getattr, vars...),
+``dunders`` (len, abs, hash, repr, format) and ``printing`` (``print`` replayed after the graph, when
+``config.reorderable_logging_functions`` asks).  A handler answers None when it has no model for these
+arguments; a builtin with only constant arguments is then simply called.  ``print`` (by default),
+``input``, ``open`` and other builtins with effects are graph breaks.
 """
 from __future__ import annotations
 
@@ -14,13 +15,13 @@ import collections
 from ...errors import GraphBreak
 from ..base import Value, constant_args
 from ..constant import ConstantValue
-from . import constructors, dunders, introspection, iteration, ordering
+from . import constructors, dunders, introspection, iteration, ordering, printing
 
 _EFFECTFUL = {"print", "input", "open", "exec", "eval", "compile", "breakpoint", "exit", "quit", "delattr", "globals", "locals", "vars", "id", "iter", "next", "super", "__import__", "help"}
 
 #: builtin name -> handler(tx, args, kwargs), returning a value or None (no model for these arguments).
 HANDLERS = {**iteration.HANDLERS, **ordering.HANDLERS, **constructors.HANDLERS, **introspection.HANDLERS,
-            **dunders.HANDLERS}
+            **dunders.HANDLERS, **printing.HANDLERS}
 
 
 class BuiltinValue(Value):
@@ -85,7 +86,8 @@ class BuiltinValue(Value):
             if result is not None:
                 return result
         if name in _EFFECTFUL:
-            hint = " (move it out of the captured code, or behind a flag, to keep one graph)" \
+            hint = " (move it out of the captured code or behind a flag, or replay it after the graph with " \
+                   "config.reorderable_logging_functions={print}, to keep one graph)" \
                 if name == "print" else ""
             raise GraphBreak(f"`{name}()` has effects outside the graph; it runs eagerly{hint}")
         const = constant_args(args, kwargs)
