@@ -1,9 +1,9 @@
 """Result rules: the fake result of a few common operations, known from their arguments' metadata.
 
 The first time a trace meets an operation on given argument metadata, fake propagation dispatches it
-(``GraphBuilder._propagate``); ``F.linear``, ``F.layer_norm``, ``F.conv2d`` and an eval-mode ``F.batch_norm`` are
-decomposed there into a chain of Python reference implementations, several milliseconds each on a
-model's first call.  Each rule here answers, for the common case only (dense inputs with contiguous
+(``GraphBuilder._propagate``); ``F.linear``, ``F.layer_norm``, ``F.gelu``, ``F.conv2d`` and an eval-mode
+``F.batch_norm`` go there through a chain of fake dispatches and Python reference implementations,
+one to several milliseconds each on a model's first call.  Each rule here answers, for the common case only (dense inputs with contiguous
 strides, a floating dtype, parameters of the input's dtype and device, no gradient to record), the
 metadata ``builder._fresh`` would record from the dispatched result: shape, strides, dtype, device
 and, for a result that is a view of a new tensor, that base's.  Any other call gets None and is
