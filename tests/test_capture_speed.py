@@ -8,9 +8,11 @@
 - a tensor reached two ways is one placeholder (``GraphBuilder._input_of_tensor``), and placeholders
   stay in input order (``GraphBuilder._last_placeholder``);
 - the ``GraphModule`` is generated once (``GraphBuilder.finish``): its code is its graph's;
-- a fake result made again from recorded metadata (``GraphBuilder._propagate``) and an eval-mode batch
-  norm's result rule (``_batch_norm_result``) must be what dispatching the operation gives, and results
-  that are an argument, share its storage or need grad are always dispatched.
+- a fake result made again from recorded metadata (``GraphBuilder._propagate``) and the result rules
+  (``graph/results.py``: eval-mode batch norm, linear, layer norm, gelu, conv2d) must be what dispatching
+  the operation gives (shape, strides, dtype, device, view of a new base, memory format), across shapes,
+  dtypes and layouts, and results that are an argument, share its storage or need grad are always
+  dispatched.
 """
 from __future__ import annotations
 
