@@ -316,14 +316,45 @@ def _prints_a_tensor(x):
     return x + 1
 
 
-def _prints_to_stderr(x):
-    print("to stderr", file=sys.stderr)
-    return x + 1
+class _Sink:
+    """A stream written in Python: what print writes could be read by the trace before the replay."""
+
+    def __init__(self):
+        self.parts = []
+
+    def write(self, text):
+        self.parts.append(text)
 
 
-@pytest.mark.parametrize("fn,reason", [(_prints_a_tensor, "of a tensor"), (_prints_to_stderr, "file=")])
-def test_reorderable_print_still_breaks_where_its_text_or_stream_is_not_known(fn, reason):
+def _prints_to_a_python_stream(x, sink):
+    print("to the sink", file=sink)
+    return x + len(sink.parts)
+
+
+def _prints_to_a_stringio(x, buf):
+    print("first", 1, file=buf)
+    y = x * 2
+    print("second", tuple(y.shape), file=buf, sep=",")
+    return y
+
+
+def test_reorderable_print_to_a_stringio_from_the_frame_writes_eager_text():
+    import io
+
     with dynacap.config.patch(reorderable_logging_functions={print}):
-        run_differential(fn, torch.ones(2))
-        out = explain_captured(fn, torch.ones(2))
+        buf, expected_buf = io.StringIO(), io.StringIO()
+        expected = _prints_to_a_stringio(torch.ones(2), expected_buf)
+        out = dynacap.explain(_prints_to_a_stringio)(torch.ones(2), buf)
+    assert torch.equal(out.result, expected) and buf.getvalue() == expected_buf.getvalue()
+    assert (out.graph_count, out.graph_break_count) == (1, 0), str(out)
+
+
+@pytest.mark.parametrize("fn,reason", [(_prints_a_tensor, "of a tensor"),
+                                       (_prints_to_a_python_stream, "file=")])
+def test_reorderable_print_still_breaks_where_its_text_or_stream_is_not_known(fn, reason):
+    args = (torch.ones(2), _Sink()) if fn is _prints_to_a_python_stream else (torch.ones(2),)
+    with dynacap.config.patch(reorderable_logging_functions={print}):
+        run_differential(fn, *args, fresh_inputs=lambda: (((torch.ones(2), _Sink()) if len(args) == 2 else args), {}),
+                         check_identity=False)
+        out = dynacap.explain(fn)(*args)
     assert out.graph_break_count == 1 and reason in out.break_reasons[0].reason, str(out)

@@ -2,35 +2,51 @@
 holds it: each argument's text made at capture time, where eager makes it (``str()`` of a constant,
 an exception or a user object, its ``__str__`` traced), and ``print`` called with those texts after
 the graph, in program order with the frame's other side effects.  A tensor argument (its text needs
-its values), a ``file`` other than the default and anything whose text is not known now are breaks.
+its values), a ``file`` other than sys.stdout or a plain text stream from the frame (a ``StringIO``, a
+text file: their writes run no user code) and anything whose text is not known now are breaks.
 Off by default: a break, as in torch.compile.
 """
 from __future__ import annotations
 
-import functools
+import io
 
 from ... import config
 from ...errors import GraphBreak
 from ..constant import ConstantValue
 from ..protocols import constant_protocol
 
-_PRINT_OPTIONS = ("sep", "end", "file", "flush")
-
 
 def _print(tx, args, kwargs):
     if print not in config.reorderable_logging_functions:
         return None
-    options = {}
+    options = {"sep": None, "end": None, "flush": False}
     for name, value in kwargs.items():
-        if name not in _PRINT_OPTIONS or not value.is_constant():
+        if name in options and value.is_constant():
+            options[name] = value.as_constant()
+        elif name != "file":
             raise GraphBreak(f"`print()` with {name}= {value.describe()}, which is not known at capture time")
-        options[name] = value.as_constant()
-    if options.get("file") is not None:
-        raise GraphBreak("`print(file=...)`: only printing to sys.stdout is replayed after the graph")
-    options.pop("file", None)
+    stream = kwargs.get("file", ConstantValue(None))
+    if not (stream.is_constant() and stream.as_constant() is None or _plain_stream(stream)):
+        raise GraphBreak(f"`print(file=...)` to {stream.describe()}: only sys.stdout and io.StringIO or text file "
+                         "objects from the frame are written after the graph")
     texts = [ConstantValue(_text(tx, arg)) for arg in args]
-    tx.record_call(functools.partial(print, **options) if options else print, texts)
+    tx.record_call(replay_print, [stream, *(ConstantValue(options[k]) for k in ("sep", "end", "flush")), *texts])
     return ConstantValue(None)
+
+
+def replay_print(file, sep, end, flush, *texts) -> None:
+    """What the rewritten code calls after the graph: eager's ``print`` with the texts made at capture time."""
+    print(*texts, sep=sep, end=end, file=file, flush=flush)
+
+
+def _plain_stream(value) -> bool:
+    """A text stream from the frame whose writes run no user code (so nothing the trace reads can see them)."""
+    from ..objects import ObjectValue
+
+    return isinstance(value, ObjectValue) and value.source is not None and type(value.obj) in _PLAIN_STREAMS
+
+
+_PLAIN_STREAMS = (io.StringIO, io.TextIOWrapper)
 
 
 def _text(tx, value) -> str:
