@@ -39,7 +39,7 @@ from .graph.shapes import NeedsSymbolicShapes
 from .guards import compile_guards
 from .interpreter import TraceContext, Tracer
 from .skipfiles import is_skipped_file
-from .modes import TorchState, restoring_modes_on_error
+from .modes import TorchState, preserving_warning_registries, restoring_modes_on_error
 from .modes import interrupts as _interrupts
 from .values.keyed_dicts import NeedsKeyedDict
 
@@ -121,7 +121,7 @@ class CaptureContext:
                 return None
         state = TorchState()
         try:
-            with _interrupts:
+            with _interrupts, preserving_warning_registries():
                 entry = self.capture_frame(code, f_locals, f_globals, f_builtins)
         except Unsupported:
             raise

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
+import warnings
 
 import torch
 
@@ -237,3 +238,22 @@ def _default_generator(device: torch.device):
     if device.type == "cuda":
         return torch.cuda.default_generators[torch.cuda.current_device() if device.index is None else device.index]
     return torch.default_generator
+
+
+@contextlib.contextmanager
+def preserving_warning_registries():
+    """Warning filters changed and restored inside a capture (AOTAutograd's and inductor's
+    ``catch_warnings``) leave the modules' ``__warningregistry__`` as they were.
+
+    CPython clears every registry on any filter change, so a warning eager shows once was shown again
+    after each compile.  A net change of the filters over the capture still clears them.
+    """
+    filters, before = warnings.filters, list(warnings.filters)
+    real = warnings._filters_mutated
+    warnings._filters_mutated = lambda: None  # catch_warnings and _add_filter look it up on the module
+    try:
+        yield
+    finally:
+        warnings._filters_mutated = real
+        if warnings.filters is not filters or warnings.filters != before:
+            real()

@@ -1709,8 +1709,7 @@ def _warned_over_calls(fn, calls=3):
     return [(w.category, str(w.message), w.filename, w.lineno) for w in caught]
 
 
-@pytest.mark.parametrize("backend", ["eager", pytest.param("aot_eager", marks=pytest.mark.xfail(
-    strict=True, reason="capture.py clears warning registries until request R1 (requests-torchpy.md)"))])
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 def test_a_warning_shown_once_by_eager_is_shown_once_under_capture(backend):
     # AOTAutograd's compile of the graph after the warning sets and undoes warning filters; CPython
     # clears every module's __warningregistry__ on any filter change, so the next call printed it again.
@@ -1760,11 +1759,6 @@ def _shown(fn):
     return [(w.category, str(w.message), w.filename, w.lineno) for w in caught]
 
 
-_R2 = pytest.mark.xfail(strict=True, reason="codegen.breaks resumes warnings.warn inside an inlined call until "
-                                            "request R2 (requests-torchpy.md)")
-
-
-@_R2
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 def test_a_warning_inside_a_called_function_names_eager_location(backend):
     # The warn ran from the outermost rewritten frame: its location (and once-per-location registry)

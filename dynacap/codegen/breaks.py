@@ -22,6 +22,7 @@ import functools
 import inspect
 import sys
 import types
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -169,16 +170,12 @@ _FRAME_READERS = ((builtins.locals, None), (builtins.vars, 0), (builtins.dir, 0)
                   (builtins.exec, 1), (builtins.super, 0), (sys._getframe, None), (inspect.currentframe, None))
 
 
-def reads_frame(frame: FrameAtBreak) -> bool:
-    """Whether the breaking instruction is a call that reads the frame running it.
-
-    Such a call must run in a real frame of the code (the original or a resume function),
-    never in rewritten code, whose locals and line are not the user's.
-    """
+def _called(frame: FrameAtBreak):
+    """``(callee, positional argument count, keyword names)`` of a breaking ``CALL``, else None."""
     ins = frame.instruction
     stack = frame.checkpoint.stack
     if ins.opname != "CALL" or len(stack) < ins.arg + 2:
-        return False
+        return None
     kw_names = frame.checkpoint.kw_names or ()
     function, self_or_callable = stack[-ins.arg - 2], stack[-ins.arg - 1]
     if isinstance(function, NullValue):
@@ -190,11 +187,38 @@ def reads_frame(frame: FrameAtBreak) -> bool:
     except GraphBreak:
         # A function guarded by its code rather than its identity (one passed on a resume's stack).
         fn = getattr(callee, "fn", None)
+    return fn, n_positional, kw_names
+
+
+def reads_frame(frame: FrameAtBreak) -> bool:
+    """Whether the breaking instruction is a call that reads the frame running it.
+
+    Such a call must run in a real frame of the code (the original or a resume function),
+    never in rewritten code, whose locals and line are not the user's.
+    """
+    called = _called(frame)
+    if called is None:
+        return False
+    fn, n_positional, kw_names = called
     code = getattr(fn, "__code__", None)
     for reader, reads_with in _FRAME_READERS:
         if fn is reader or (code is not None and code is getattr(reader, "__code__", None)):
             return reads_with is None or (n_positional == reads_with and not kw_names)
     return False
+
+
+#: Callables that read the frames calling them (file, line, module globals), ``stacklevel`` frames up.
+_CALLER_READERS = (warnings.warn,)
+
+
+def reads_callers(frame: FrameAtBreak) -> bool:
+    """Whether the breaking instruction is a call that reads the frames that called it (``warnings.warn``).
+
+    Inside an inlined call it must run from the outermost frame's call, so that the callee's real frame,
+    captured on its own, is what it reads.
+    """
+    called = _called(frame)
+    return called is not None and any(called[0] is reader for reader in _CALLER_READERS)
 
 
 def _iterators(frame: FrameAtBreak) -> set[int]:
@@ -232,8 +256,11 @@ def plan_levels(frames: list[FrameAtBreak]) -> list[tuple[int, bool]]:
     """
     levels = []
     advanced = _advanced_by_callees(frames)
+    callers_read = reads_callers(frames[-1])
     for j in range(len(frames) - 1, -1, -1):
         chain = frames[: j + 1]
+        if callers_read and j > 0:
+            continue  # run from the outermost frame, so that the frames it reads are the user's
         if any(advanced[: j + 1]):
             continue
         if any(f.tracer.yielded is not None for f in chain):

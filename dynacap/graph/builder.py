@@ -283,6 +283,10 @@ class GraphBuilder:
                              "of `nonzero` or a mask), known only when the graph runs; it runs eagerly") from None
         except Exception as e:
             self.graph.erase_node(node)
+            if "data is not allocated yet" in str(e):
+                # A kernel that reads the values of a tensor, which a fake tensor does not have.
+                raise GraphBreak(f"`{what}` reads the values of a tensor (its result's shape depends on them); "
+                                 "it cannot be captured in a static graph and runs eagerly") from e
             raise GraphBreak(
                 f"`{what}` raised {type(e).__name__} while capturing ({_first_line(e)}); it runs eagerly instead"
             ) from e
