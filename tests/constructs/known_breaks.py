@@ -6,29 +6,18 @@ the benchmark imports this module).
 from typing import Dict
 
 KNOWN_BREAKS: Dict[str, str] = {
-    "dunder_eq_hash_dict_key":
-        'Tag object created in captured code is used where a Python constant is needed',
-    "dunder_hash_set":
-        'Tag object created in captured code as a set member (its hash is not known at capture time)',
-    "dataclass_frozen_hash":
-        'Frozen object created in captured code is used where a Python constant is needed',
-    "namedtuple_make_classmethod":
-        'call to PointNT._make, which dynacap does not capture (skipped file)',
     "print_text":
-        '`print()` has effects outside the graph; it runs eagerly (move it out of the captured code, or '
-        'behind a flag, to keep one graph)',
+        '`print()` has effects outside the graph; it runs eagerly (move it out of the captured code or '
+        'behind a flag, or replay it after the graph with config.reorderable_logging_functions={print}, '
+        'to keep one graph)',
     "lru_cache_of_constants":
         'call to `constructs.stdlib.table`, a functools.lru_cache function: its cache must see every call'
         ' (its statistics, the effects of a miss), so it runs eagerly',
     "requires_grad_state":
         '`tensor.requires_grad_()` makes a tensor require grad, which a graph cannot do for its backends;'
         ' it runs eagerly between two graphs',
-    "equality_records_across_types":
-        '`__eq__` of dict of 1 is not a Python function; `==` on it is not captured',
     "redirect_stdout_captures":
         'creating a StringIO object in captured code: it derives from the built-in class StringIO',
-    "bound_method_identity_and_self":
-        'attribute `.__self__` of method Meters.__add__ is not supported',
     "repr_default_format":
         "`repr()` on repr_default_format.<locals>.K object created in captured code: its class's __repr__"
         " is object's, which depends on the object's address (not known at capture time)",
