@@ -1007,3 +1007,31 @@ def test_a_list_in_a_methods_closure_is_changed_as_eager():
     CLOSURE_LOG.clear()
     run_differential(_calls_closure_logged, torch.randn(3), check_cache=False)  # the list's contents are guarded
     assert CLOSURE_LOG == [3, 3, 3]
+
+
+@dataclasses.dataclass(frozen=True)
+class FrozenKey:
+    a: int
+    b: str = "k"
+
+
+class FrozenKeyChild(FrozenKey):
+    pass
+
+
+def _frozen_stores(x, cls, name):
+    k = cls(1)
+    try:
+        setattr(k, name, 2)
+    except dataclasses.FrozenInstanceError as e:
+        return x + len(str(e)) + isinstance(e, AttributeError)
+    return x * getattr(k, name)
+
+
+@pytest.mark.parametrize("cls,name", [(FrozenKey, "a"), (FrozenKey, "zz"), (FrozenKeyChild, "a"),
+                                      (FrozenKeyChild, "zz")])
+def test_a_store_on_a_frozen_dataclass_raises_or_stores_as_its_setattr_does(cls, name):
+    # The generated __setattr__ raises for an instance of the frozen class or one of its fields; a subclass's
+    # instance takes other names (super().__setattr__).
+    run_differential(_frozen_stores, torch.ones(2), cls, name)
+    assert_fully_captured(_frozen_stores, torch.ones(2), cls, name)

@@ -118,6 +118,25 @@ def _frozen_dataclass_hook(cls: type, name: str) -> bool:
     return False
 
 
+def _frozen_store(tx, target: Value, name: str, value: Value) -> None:
+    """``obj.name = value`` through the ``__setattr__`` of ``@dataclass(frozen=True)``, as it runs: on an
+    instance of the frozen class itself or on one of its fields, ``FrozenInstanceError`` (catchable);
+    else the generic store (``super(cls, self).__setattr__``)."""
+    import dataclasses
+
+    cls = type(target.obj)
+    frozen = next(k for k in type.__dict__["__mro__"].__get__(cls) if "__setattr__" in k.__dict__)
+    fields = [f.name for f in frozen.__dict__["__dataclass_fields__"].values()
+              if f._field_type is dataclasses._FIELD]
+    if cls is frozen or name in fields:
+        from .exceptions import python_error
+
+        raise python_error(dataclasses.FrozenInstanceError, f"cannot assign to field {name!r}",
+                           reason=f"assigning `.{name}` on {target.describe()}, a frozen dataclass "
+                                  "(FrozenInstanceError at run time)")
+    target.store(tx, name, value)
+
+
 class _Instantiation:
     """One ``cls(...)`` being traced: the trace's mutation count when it began, and how many of the
     mutations since were writes to objects it made (``NewObjectValue.setattr``)."""
@@ -351,7 +370,9 @@ class NewObjectValue(ObjectValue):
         from .constant import ConstantValue
 
         cls = type(self.obj)
-        if lookup_hook(cls, "__setattr__") is None or _frozen_dataclass_hook(cls, "__setattr__"):
+        if _frozen_dataclass_hook(cls, "__setattr__"):
+            return _frozen_store(tx, self, name, value)
+        if lookup_hook(cls, "__setattr__") is None:
             return super().setattr(tx, name, value)
         self.call_special(tx, "__setattr__", [ConstantValue(name), value], f"assigning `.{name}`")
 
