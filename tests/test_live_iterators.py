@@ -210,3 +210,23 @@ def test_a_range_iterator_argument_is_advanced_as_in_eager(fn, backend):
         result, left = outcome(compiled)
         assert left == expected[1]
         assert_same(expected[0], result)
+
+
+def _dict_comprehension_breaking(x):
+    return {i: x.sum().item() + i for i in range(3)}
+
+
+def _set_comprehension_breaking(x):
+    return {int(x.sum().item()) + i for i in range(3)}
+
+
+def _nested_dict_comprehension_breaking(x):
+    return {i: {j: print(i, j) for j in range(2)} for i in range(2)}
+
+
+@pytest.mark.parametrize("fn", [_dict_comprehension_breaking, _set_comprehension_breaking,
+                                _nested_dict_comprehension_breaking, _comprehension_printing])
+def test_a_comprehension_resumed_after_a_break_builds_what_eager_builds(fn):
+    # The resumed comprehension gets the dict or set it is building as an argument: what it adds there
+    # (MAP_ADD, SET_ADD) is written back after each graph.
+    run_differential(fn, torch.ones(2))

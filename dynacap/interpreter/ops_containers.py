@@ -87,6 +87,7 @@ def _dict_update(tx, ins):
         raise GraphBreak(f"`**` unpacking of {value.describe()}")
     if ins.opname == "DICT_MERGE" and set(value.items) & set(target.items):
         raise GraphBreak("duplicate keyword argument (TypeError at run time)")
+    target.mutate(tx)
     target.items.update(value.items)
 
 
@@ -94,7 +95,9 @@ def _dict_update(tx, ins):
 def _map_add(tx, ins):
     value = tx.pop()
     key = tx.pop()
-    tx.stack[-ins.arg].items[dict_key(tx, key)] = value
+    target = tx.stack[-ins.arg]
+    target.mutate(tx)  # a dict from the frame (a resumed comprehension's) is written back after the graph
+    target.items[dict_key(tx, key)] = value
 
 
 @handles("BUILD_SLICE")
