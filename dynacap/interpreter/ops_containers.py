@@ -87,8 +87,18 @@ def _dict_update(tx, ins):
         raise GraphBreak(f"`**` unpacking of {value.describe()}")
     if ins.opname == "DICT_MERGE" and set(value.items) & set(target.items):
         raise GraphBreak("duplicate keyword argument (TypeError at run time)")
-    target.mutate(tx)
+    _record_frame_dict_change(tx, target)
     target.items.update(value.items)
+
+
+def _record_frame_dict_change(tx, target) -> None:
+    """A dict from the frame (a resumed comprehension's, given as an argument) is written back after the graph.
+
+    A dict the trace made is left alone: these instructions cannot break once they changed it, so the
+    instruction's checkpoint stays resumable.
+    """
+    if target.source is not None:
+        target.mutate(tx)
 
 
 @handles("MAP_ADD")
@@ -96,7 +106,7 @@ def _map_add(tx, ins):
     value = tx.pop()
     key = tx.pop()
     target = tx.stack[-ins.arg]
-    target.mutate(tx)  # a dict from the frame (a resumed comprehension's) is written back after the graph
+    _record_frame_dict_change(tx, target)
     target.items[dict_key(tx, key)] = value
 
 
