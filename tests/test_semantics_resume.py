@@ -474,3 +474,24 @@ def test_a_break_inside_a_resume_functions_prefix_is_resumed():
 
     run_differential(f, 3)
     run_differential(f, True)
+
+
+def _sorts_a_list_a_closure_holds(y):
+    items = [y, y * 3]
+    items.sort(key=lambda e: e.abs().sum(), reverse=True)  # compares tensors: a break, sorted eagerly
+
+    def reads():
+        return items
+
+    return (items, reads)
+
+
+def test_a_list_held_by_a_cell_is_the_one_the_eager_instruction_changes():
+    # The cell's list and the list the eager `sort` runs on were built separately after the break: the
+    # result was the unsorted copy (fuzz seed 60003126).
+    y = torch.randn(3)
+    expected = _sorts_a_list_a_closure_holds(y)
+    for _ in range(2):
+        result = dynacap.optimize(_sorts_a_list_a_closure_holds, backend="eager")(y)
+        assert all(torch.equal(a, b) for a, b in zip(expected[0], result[0]))
+        assert result[1]() is result[0]

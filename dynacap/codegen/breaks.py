@@ -480,8 +480,8 @@ class BreakCodegen:
         for _, inner, outers in self.outcomes:
             for level in [inner, *outers]:
                 roots.extend(level.stack_values)
-                roots.extend(v for name in level.live
-                             if (v := level.frame.checkpoint.locals.get(name)) is not None)
+                # Cells included: a list a closure holds is the one the eager instruction changes.
+                roots.extend(v for name in level.live if (v := _local_value(level, name)) is not None)
         for value in roots:
             visit(value)
 
