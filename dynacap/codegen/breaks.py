@@ -34,19 +34,18 @@ from ..skipfiles import is_skipped_file
 from ..interpreter.tracer import FrameAtBreak
 from ..source import LocalSource
 from ..values.base import NullValue
-from ..values.containers import DictValue, IteratorValue, ListValue, SequenceValue, SizeValue, TupleValue
+from ..values.containers import IteratorValue, SizeValue, TupleValue
 from ..values.frame_iterators import FrameRangeIterator
 from ..values.symbolic import SymNumberValue
 from ..values.tensor import TensorValue
 from ..values.autocast import AutocastExitValue
 from ..values.grad_mode import GradExitValue
-from ..values.instances import NewObjectValue
 from ..values.live_iterators import LiveIteratorValue
 from . import resume
 from .emitter import Emitter
 from ..regions import regions
 from .liveness import live_at, real_offset
-from .rewrite import build_code, emit_graph_call, emit_side_effects
+from .rewrite import build_code, emit_graph_call, emit_side_effects, share_made_containers
 
 _BINARY_LIKE = {"BINARY_OP", "COMPARE_OP", "IS_OP", "CONTAINS_OP", "BINARY_SUBSCR"}
 _UNARY_LIKE = {"LOAD_ATTR", "UNARY_NEGATIVE", "UNARY_POSITIVE", "UNARY_INVERT", "UNARY_NOT"}
@@ -458,32 +457,14 @@ class BreakCodegen:
                     local_value_emit(cg, level, name)
 
     def share_containers(self, cg: Emitter) -> None:
-        """Build each list/dict made while tracing once, before the eager instruction can mutate it."""
-        seen: set[int] = set()
-
-        def visit(value):
-            if id(value) in seen:
-                return
-            seen.add(id(value))
-            if isinstance(value, NewObjectValue):
-                for child in value.attrs.values():
-                    visit(child)
-                cg.share(value)
-            elif isinstance(value, (SequenceValue, DictValue)) and value.source is None:
-                children = value.items.values() if isinstance(value, DictValue) else value.items
-                for child in children:
-                    visit(child)
-                if isinstance(value, (ListValue, DictValue)):
-                    cg.share(value)
-
+        """Build each list/dict/object made while tracing once, before the eager instruction can mutate it."""
         roots = list(self.operands())
         for _, inner, outers in self.outcomes:
             for level in [inner, *outers]:
                 roots.extend(level.stack_values)
                 # Cells included: a list a closure holds is the one the eager instruction changes.
                 roots.extend(v for name in level.live if (v := _local_value(level, name)) is not None)
-        for value in roots:
-            visit(value)
+        share_made_containers(cg, roots)
 
     # -- the code --------------------------------------------------------------------------
     def build(self, side_effects, graph_call) -> types.CodeType:

@@ -48,6 +48,7 @@ from bytecode import BinaryOp, Bytecode, CompilerFlags, FreeVar, Instr, Label, T
 from .. import hook
 from ..graph.effects import graph_may_mutate
 from ..interpreter.trace_context import SideEffect
+from ..values.frame_iterators import RANGE_ITERATOR
 from ..source import (AttrSource, BuiltinSource, DictEntrySource, GlobalSource, ItemSource, KeyedItemSource, LocalSource,
                       ModuleGlobalSource, Source)
 from .emitter import Emitter
@@ -78,7 +79,7 @@ def emit_side_effects(cg: Emitter, side_effects: list[SideEffect], eager_code_fo
             cg.append("POP_TOP")
             continue
         if effect.kind == "iterator_state":
-            cg.call(type(effect.value).real_type.__setstate__, effect.value, effect.value.written_state())
+            cg.call(RANGE_ITERATOR.__setstate__, effect.value, effect.value.written_state())
             cg.append("POP_TOP")
             continue
         if effect.kind == "setattr" and _has_own_setattr(effect.target):

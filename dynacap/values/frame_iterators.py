@@ -18,8 +18,6 @@ RANGE_ITERATOR = type(iter(range(0)))
 class FrameRangeIterator(IteratorValue):
     """A ``range_iterator`` from the frame, at ``source``: its remaining items, and its real index."""
 
-    real_type = RANGE_ITERATOR
-
     def __init__(self, tx, iterator, source):
         _, (span,), index = iterator.__reduce__()
         tx.guards.add("EQUALS_MATCH", source, "type({s}) is {t} and {s}.__reduce__()[1:] == {state}",
