@@ -31,7 +31,7 @@ from ..errors import GraphBreak
 from ..source import DictStorageSource
 from .base import Value
 from .constant import ConstantValue, is_literal
-from .containers import DictValue, DictViewValue, IteratorValue, ListValue, TupleValue
+from .containers import DictValue, DictViewValue, IteratorValue, ListValue, TupleValue, missing_key
 from .instances import NewObjectValue
 from .protocols import key_value
 
@@ -41,6 +41,9 @@ _BASES = {(dict, object): dict, (collections.OrderedDict, dict, object): collect
 #: Methods of the built-in base that read the items; ``NewDictObjectValue`` also models the writes.
 _READING = frozenset({"__getitem__", "__len__", "__contains__", "__iter__", "keys", "values", "items", "get"})
 _WRITING = frozenset({"__setitem__", "__delitem__"})
+#: ``dict``'s own methods that change the items without calling any method of a subclass (they store with
+#: the dict's own insert); ``OrderedDict``'s go through the subclass's ``__getitem__``/``__setitem__``.
+_DICT_WRITING = frozenset({"setdefault", "pop", "update", "popitem", "clear"})
 
 
 def dict_base(cls: type) -> type | None:
@@ -102,6 +105,8 @@ def base_method(tx, value, name: str, items: DictValue, writable: bool) -> Value
         return _BaseMethod(value, name, items)
     if writable and name == "__init__":
         return _BaseInit(value)
+    if writable and name in _DICT_WRITING and items.dict_type is dict:
+        return items.getattr(tx, name)  # the dict's own method on the items (``ItemStorage.mutate``)
     return None
 
 
@@ -158,7 +163,7 @@ def apply_base(tx, items: DictValue, name: str, args: list[Value], what: str, ow
                 and _has(type(owner.obj), "__missing__"):
             return owner.call_special(tx, "__missing__", [args[0]], what)  # as dict.__getitem__ calls it
         if key not in items.items:
-            raise GraphBreak(f"key {key!r} is not in {items.describe()} (KeyError at run time)")
+            raise missing_key(key, items.describe())  # catchable, as eager's KeyError
         return items.items[key]
     if name == "get":
         return items.items.get(key, args[1] if len(args) > 1 else ConstantValue(None))
@@ -166,7 +171,7 @@ def apply_base(tx, items: DictValue, name: str, args: list[Value], what: str, ow
         return ConstantValue(key in items.items)
     if name == "__delitem__":
         if key not in items.items:
-            raise GraphBreak(f"`del` of key {key!r} missing from {items.describe()} (KeyError at run time)")
+            raise missing_key(key, items.describe())
         items.mutate(tx)
         del items.items[key]
         return ConstantValue(None)
