@@ -3,6 +3,7 @@ differential (eager vs captured) and counts graphs; the cases that must still br
 from __future__ import annotations
 
 import collections
+import io
 
 import pytest
 import torch
@@ -107,3 +108,108 @@ def test_ordered_dict_subclass_setdefault_runs_its_setitem():
     LOG.clear()
     run_differential(fn, torch.randn(3))
     assert LOG == ["a", "b", "c"] * 3
+
+
+def _buffers_differential(fn, *args, closed=False, backend=None):
+    """``run_differential`` with a new ``io.StringIO`` as the last argument of each run; every run's text
+    must be eager's."""
+    buffers = []
+
+    def fresh():
+        buf = io.StringIO()
+        if closed:
+            buf.close()
+        buffers.append(buf)
+        return (*(a.clone() for a in args), buf), {}
+
+    diff = run_differential(fn, *args, io.StringIO(), fresh_inputs=fresh,
+                            backend=CountingBackend(backend) if backend else None)
+    if not closed:
+        texts = [b.getvalue() for b in buffers]
+        assert texts == [texts[0]] * 3, texts
+    return diff, buffers[0].getvalue() if not closed else None
+
+
+def _write_line(buf, n):
+    return buf.write(f"n={n}\n")
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_string_io_write_is_replayed(backend):
+    """``buf.write`` of a text known now (here and in an inlined helper): one graph, eager's text and count."""
+    def fn(x, buf):
+        n = buf.write(str(x.dim()) + "\n")
+        y = torch.relu(x) * n
+        n = n + _write_line(buf, len(x))
+        return y + n
+
+    diff, text = _buffers_differential(fn, torch.randn(4), backend=backend)
+    assert diff.graph_count == 1
+    assert text == "1\nn=4\n"
+    assert _breaks(fn, torch.randn(4), io.StringIO()) == (1, [])
+
+
+def test_string_io_write_order_with_breaks():
+    """Writes replayed before a break's eager instruction: a print to the buffer (a break) and ``getvalue``
+    (it reads the buffer: a break) see the writes before them, in program order."""
+    def fn(x, buf):
+        buf.write("a")
+        print("p", file=buf)
+        buf.write("b")
+        seen = buf.getvalue()
+        buf.write(seen.upper())
+        return x * len(seen)
+
+    diff, text = _buffers_differential(fn, torch.randn(3))
+    assert text == "ap\nbAP\nB"
+    import dynacap
+
+    reasons = [str(b.reason) for b in dynacap.explain(fn)(torch.randn(3), io.StringIO()).break_reasons]
+    assert "print" in reasons[0] and all("getvalue" in r for r in reasons[1:]) and len(reasons) > 1, reasons
+
+
+def test_string_io_write_of_a_tensor_text_breaks():
+    """The text of a tensor needs its values: the write stays a break, and the buffer gets eager's text."""
+    def fn(x, buf):
+        buf.write(str(x.sum() > 100))
+        return x + 1
+
+    diff, text = _buffers_differential(fn, torch.ones(3))
+    assert text == "tensor(False)"
+    graphs, reasons = _breaks(fn, torch.ones(3), io.StringIO())
+    assert reasons
+
+
+def test_string_io_write_on_closed_buffer():
+    """A closed buffer: eager's ValueError, caught in the captured code; uncaught, raised as eager's."""
+    def caught(x, buf):
+        try:
+            buf.write("a")
+        except ValueError as e:
+            return x * len(str(e))
+        return x
+
+    def uncaught(x, buf):
+        buf.write("a")
+        return x + 1
+
+    diff, _ = _buffers_differential(caught, torch.ones(3), closed=True)
+    assert diff.graph_count == 1
+    _buffers_differential(uncaught, torch.ones(3), closed=True)
+
+
+def test_string_io_write_guards_closed():
+    """The same code on an open and then a closed buffer: the closed one does not reuse the open one's entry."""
+    import dynacap
+
+    def fn(x, buf):
+        buf.write("a")
+        return x + 1
+
+    compiled = dynacap.optimize(fn, backend=CountingBackend())
+    buf = io.StringIO()
+    compiled(torch.ones(2), buf)
+    assert buf.getvalue() == "a"
+    buf.close()
+    with pytest.raises(ValueError, match="closed file"):
+        compiled(torch.ones(2), buf)

@@ -165,8 +165,14 @@ class ObjectValue(Value):
             tx.calling = calling
 
     def base_method(self, tx, name: str) -> Value | None:
-        """``name`` of the object's built-in ``dict`` base, bound to its items (reading only), or None."""
+        """``name`` of the object's built-in ``dict`` base, bound to its items (reading only), ``write`` of a
+        frame ``io.StringIO`` (``builtins.printing``), or None."""
+        from .builtins.printing import stream_method
         from .subclasses import base_method, builtin_owner, dict_base, frame_items
+
+        stream = stream_method(self, name)
+        if stream is not None:
+            return stream
 
         if self.source is None or dict_base(type(self.obj)) is None or builtin_owner(type(self.obj), name) is None:
             return None

@@ -5,6 +5,11 @@ the graph, in program order with the frame's other side effects.  A tensor argum
 its values), a ``file`` other than sys.stdout or a plain text stream from the frame (a ``StringIO``, a
 text file: their writes run no user code) and anything whose text is not known now are breaks.
 Off by default: a break, as in torch.compile.
+
+``buf.write(text)`` on an ``io.StringIO`` from the frame is not logging but a write into an argument: a
+text known now is written after the graph, in program order, whatever the config (a write runs no
+user code; the buffer's other methods, the ones that read it, break, and a break replays the writes
+before them).
 """
 from __future__ import annotations
 
@@ -12,6 +17,8 @@ import io
 
 from ... import config
 from ...errors import GraphBreak
+from ...source import AttrSource
+from ..base import Value
 from ..constant import ConstantValue
 from ..protocols import constant_protocol
 
@@ -65,6 +72,38 @@ def _text(tx, value) -> str:
     if text is None or not text.is_constant():
         raise GraphBreak(f"`print()` of {value.describe()}, whose text is not known at capture time")
     return text.as_constant()
+
+
+def stream_method(value, name: str) -> Value | None:
+    """``value.<name>`` when it is ``write`` of an ``io.StringIO`` read from the frame, else None."""
+    if name != "write" or type(value.obj) is not io.StringIO or value.source is None:
+        return None
+    return _StringWrite(value)
+
+
+class _StringWrite(Value):
+    """``buf.write`` bound to a frame ``io.StringIO``: the write recorded, replayed after the graph."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def describe(self):
+        return f"method write of {self.stream.describe()}"
+
+    def call(self, tx, args, kwargs):
+        from ..exceptions import python_error
+
+        if kwargs or len(args) != 1:
+            raise GraphBreak(f"{self.describe()} takes one positional argument (TypeError at run time)")
+        text = args[0].as_constant() if args[0].is_constant() else None
+        if type(text) is not str:
+            raise GraphBreak(f"{self.describe()} of {args[0].describe()}, which is not a str known at capture time")
+        closed = self.stream.obj.closed  # a getset of the C type: runs no user code
+        tx.guards.equals_match(AttrSource(self.stream.source, "closed"), closed)
+        if closed:
+            raise python_error(ValueError, "I/O operation on closed file")
+        tx.record_call(io.StringIO.write, [self.stream, ConstantValue(text)])
+        return ConstantValue(len(text))  # what StringIO.write returns: the characters given
 
 
 HANDLERS = {"print": _print}
