@@ -18,6 +18,7 @@ from ..source import AttrSource
 from ..trace_rules import Rule
 from .base import Value, constant_args
 from .constant import ConstantValue
+from . import packed_sequences
 from .containers import SizeValue
 from .library import call_by_rule
 
@@ -87,6 +88,10 @@ class TorchValue(Value):
         rule = trace_rules.rule_for_object(fn)
         if rule is not None and not (rule.rule is Rule.GRAPH_OP and isinstance(fn, types.FunctionType)):
             return call_by_rule(tx, self, rule, args, kwargs)
+        if fn in packed_sequences.KERNELS:
+            packed = packed_sequences.call_kernel(tx, fn, args, kwargs)
+            if packed is not None:
+                return packed
         if fn is torch.Size:
             items = args[0].iterate(tx) if args else []
             if not all(i.is_constant() for i in items):
