@@ -1510,10 +1510,6 @@ KNOWN_BREAKS: Dict[str, str] = {
     "requires_grad_on_new":
         '`tensor.requires_grad_()` makes a tensor require grad, which a graph cannot do for its backends;'
         ' it runs eagerly between two graphs',
-    "packed_lstm":
-        '`torch._pack_padded_sequence` produces a value that depends on tensor data '
-        '(DynamicOutputShapeException); it cannot be captured in a static graph '
-        '(dynacap.config.capture_dynamic_output_shape_ops=True keeps it in the graph)',
     "warn_flag_on":
         'call to `_warnings.warn`, a function dynacap cannot look inside; it runs eagerly (wrap it with '
         'dynacap.disable, or use a torch operation instead)',

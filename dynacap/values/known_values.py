@@ -46,9 +46,9 @@ def known_values(tx, value) -> torch.Tensor | None:
     if not isinstance(known, torch.Tensor):
         return None
     for source, tensor in guards:
-        values = tensor.tolist()
-        tx.guards.add("TENSOR_MATCH", source, "{s}.tolist() == {values}",
-                      f"the values of {source.expr()} == {values}", values=values)
+        values = tensor.tolist()  # ints or bools: their repr is a literal, so equal guards are one
+        tx.guards.add("TENSOR_MATCH", source, f"{{s}}.tolist() == {values!r}",
+                      f"the values of {source.expr()} == {values}")
     return known
 
 

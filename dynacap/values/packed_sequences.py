@@ -137,6 +137,8 @@ def _unsupported(m: torch.nn.LSTM, data: torch.Tensor, sizes: list) -> str | Non
         return "has a projection (proj_size)"
     if m.training and m.dropout and m.num_layers > 1:
         return "drops out between layers in training"
+    if torch._C._is_any_autocast_enabled():
+        return "under autocast (the fused kernel's own casts)"
     if data.device.type != "cpu":
         return f"on {data.device} (a fused kernel of the device)"
     if data.dim() != 2 or data.shape[1] != m.input_size or not sizes or sum(sizes) != data.shape[0] \
