@@ -3,6 +3,7 @@ differential (eager vs captured) and counts graphs; the cases that must still br
 from __future__ import annotations
 
 import collections
+import copy
 import io
 
 import pytest
@@ -213,3 +214,40 @@ def test_string_io_write_guards_closed():
     buf.close()
     with pytest.raises(ValueError, match="closed file"):
         compiled(torch.ones(2), buf)
+
+
+def _deepcopy_and_bump(x, d):
+    c = copy.deepcopy(d)
+    c["a"].add_(1)
+    return c["a"] * 2 + x, c["a"].stride(), c["a"].is_contiguous(), c["a"] is d["a"]
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_deepcopy_transposed_tensor_symbolic(backend):
+    """``copy.deepcopy`` of a transposed (dense) tensor under symbolic sizes: a clone keeping its strides, in
+    the graph; the input is left as it was."""
+    import dynacap
+
+    dynacap.reset()
+    counting = CountingBackend(backend)
+    compiled = dynacap.optimize(_deepcopy_and_bump, backend=counting, dynamic=True)
+    for n in (3, 5, 7):
+        a = torch.randn(n, 4).t()
+        x = torch.randn(n, 4).t()
+        before = a.clone()
+        expected = _deepcopy_and_bump(x, {"a": a.clone().t().contiguous().t()})
+        got = compiled(x, d := {"a": a})
+        torch.testing.assert_close(got[0], expected[0])
+        assert got[1:] == expected[1:]
+        torch.testing.assert_close(d["a"], before)
+    assert counting.compiles == 1
+    assert _breaks(_deepcopy_and_bump, torch.randn(4, 3).t(), {"a": torch.randn(4, 3).t()}) == (1, [])
+
+
+def test_deepcopy_strided_tensor_keeps_the_real_method():
+    """A tensor that is not dense (every other column): the real ``__deepcopy__`` (its storage and strides)."""
+    def fn(x, d):
+        c = copy.deepcopy(d)
+        return c["a"] + x, c["a"].stride(), c["a"].untyped_storage().nbytes()
+
+    run_differential(fn, torch.randn(4, 3), {"a": torch.randn(4, 6)[:, ::2]})

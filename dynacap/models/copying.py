@@ -193,15 +193,20 @@ def _deepcopy_tensor(x, memo):
     """``Tensor.__deepcopy__`` of a plain tensor: a leaf with the same values (``clone``).
 
     A tensor not made by the user (a result that requires grad) raises as in eager; one that requires
-    grad, has a grad, or is not dense and contiguous from its storage's start (its copy keeps the storage,
-    offset and strides, and is a new leaf) is copied by the real method."""
+    grad, has a grad, or is not dense from its storage's start (its copy keeps the storage, offset and
+    strides, and is a new leaf) is copied by the real method.  A dense tensor in another order (a transposed
+    one) is a ``clone`` too: ``preserve_format`` keeps its strides, which the real method cannot give under
+    symbolic sizes (it reads the storage's size)."""
     if not x.is_leaf:
         raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol "
                            "at the moment.  If you were attempting to deepcopy a module, this may be because of a "
                            "torch.nn.utils.weight_norm usage, see https://github.com/pytorch/pytorch/pull/103001")
-    if x.requires_grad or x.grad is not None or x.is_sparse or x.storage_offset() != 0 or not x.is_contiguous():
+    if x.requires_grad or x.grad is not None or x.is_sparse or x.storage_offset() != 0:
         return x.__deepcopy__({})  # x is not in the memo; its storage is copied for it alone
-    return x.clone()
+    y = x.clone()
+    if x.is_contiguous() or y.stride() == x.stride():  # dense: the copy has x's sizes and strides
+        return y
+    return x.__deepcopy__({})
 
 
 def _rebuilt_dict(x, memo):
