@@ -185,3 +185,17 @@ def test_new_batch_size_keeps_eager_results():
     for lengths in ([5, 3, 2], [5, 3, 2, 4], [1, 2, 3, 4, 5], [4, 4]):
         x, t = inputs(lengths)
         assert_same(program(x, t), compiled(x, t))
+
+
+@pytest.mark.parametrize("lengths", [[3, 3, 3], [1, 1], [4], [4, 4, 1], [5, 4, 3, 2, 1]], ids=str)
+@pytest.mark.parametrize("layers, bidirectional", [(1, False), (2, True)])
+def test_bit_for_bit(lengths, layers, bidirectional):
+    """As ATen's CPU kernels compute: the cells step by step, or (all lengths equal) its fused padded kernel."""
+    lstm = make(num_layers=layers, bidirectional=bidirectional).eval()
+    program = chain(lstm, batch_first=False, with_hx=True)
+    x, t = inputs(lengths, batch_first=False, steps=max(lengths))
+    expected = program(x, t)
+    out = dynacap.explain(program)(x, t)
+    assert (out.graph_count, out.graph_break_count) == (1, 0)
+    for e, a in zip(expected, out.result):
+        assert torch.equal(e, a)

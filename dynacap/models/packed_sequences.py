@@ -44,7 +44,7 @@ def pad(data, batch_sizes, batch_first, padding_value, total_length, lengths):
     return padded, torch.tensor(lengths, dtype=torch.int64)
 
 
-def lstm_module(packed, hx, weights, batch_sizes, num_layers, bidirectional, hidden_size):
+def lstm_module(packed, hx, weights, batch_sizes, num_layers, bidirectional, hidden_size, dropout, training):
     """``nn.LSTM.forward`` on a ``PackedSequence``: the hidden state in the packed order and back."""
     data, sizes, sorted_indices, unsorted_indices = packed
     if hx is None:
@@ -55,7 +55,15 @@ def lstm_module(packed, hx, weights, batch_sizes, num_layers, bidirectional, hid
         h, c = hx
         if sorted_indices is not None:
             h, c = h.index_select(1, sorted_indices), c.index_select(1, sorted_indices)
-    output, h, c = lstm(data, batch_sizes, h, c, weights, num_layers, bidirectional)
+    if batch_sizes[0] == batch_sizes[-1]:
+        # Sequences all as long as the longest: eager's kernel runs them as padded ones (its fused CPU kernel).
+        flat = [w for group in weights for w in group if w is not None]
+        padded = data.reshape(len(batch_sizes), batch_sizes[0], data.shape[1])
+        output, h, c = torch.lstm(padded, (h, c), flat, weights[0][2] is not None, num_layers, dropout, training,
+                                  bidirectional, False)
+        output = output.flatten(0, 1)
+    else:
+        output, h, c = lstm(data, batch_sizes, h, c, weights, num_layers, bidirectional)
     if unsorted_indices is not None:
         h, c = h.index_select(1, unsorted_indices), c.index_select(1, unsorted_indices)
     return PackedSequence(output, sizes, sorted_indices, unsorted_indices), (h, c)

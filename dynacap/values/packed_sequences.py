@@ -126,7 +126,8 @@ def call_lstm(tx, layer, args, kwargs):
                                      else [ConstantValue(None), ConstantValue(None)])))
     return _model(tx, "lstm_module", [args[0], hx, TupleValue(weights), ConstantValue(tuple(sizes)),
                                       ConstantValue(m.num_layers), ConstantValue(m.bidirectional),
-                                      ConstantValue(m.hidden_size)])
+                                      ConstantValue(m.hidden_size), ConstantValue(float(m.dropout)),
+                                      ConstantValue(m.training)])
 
 
 def _unsupported(m: torch.nn.LSTM, data: torch.Tensor, sizes: list) -> str | None:
