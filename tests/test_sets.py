@@ -430,3 +430,117 @@ def test_random_set_programs_keep_cpythons_order(seed):
     d = run_differential(namespace["f"], torch.randn(2))
     assert d.graph_count == 1
     assert_fully_captured(namespace["f"], torch.randn(2))
+
+
+# -- a set leaving the graph has eager's hash table (``values/set_tables.py``) -------------------------------
+def _probe(s):
+    """What later code can see of a set's table: its order after more insertions, then the order pop() takes.
+    It empties ``s``: probe each set once."""
+    from dynacap.values.set_tables import signature
+
+    before = (list(s), signature(s))
+    for extra in (17, 33, 9, 25, 41):
+        s.add(extra)
+    return before, list(s), [s.pop() for _ in range(len(s))]
+
+
+def _random_program_returning_sets(rng, break_at) -> str:
+    lines = _random_set_program(rng).splitlines()[:-1]
+    names = sorted({word for line in lines for word in line.replace("=", " ").split() if word.startswith("s")
+                    and word[1:].isdigit()})
+    if break_at is not None:
+        lines.insert(min(break_at, len(lines) - 1) + 1, "    n = int(x.sum().item() > 100)")
+    lines.append(f"    return x + 1, [{', '.join(names)}]")
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_sets_leaving_the_graph_have_eagers_hash_table(seed):
+    """Returned, or live across a break: the runtime sets iterate, grow and pop() as eager's do."""
+    import random
+
+    rng = random.Random(1000 + seed)
+    source = _random_program_returning_sets(rng, rng.choice([None, rng.randint(1, 8)]))
+    namespace = {}
+    exec(compile(source, f"<set program {seed}>", "exec"), namespace)
+    f = namespace["f"]
+    x = torch.randn(2)
+    eager = f(x)
+    captured = dynacap.optimize(f, backend="eager")(x)
+    assert [_probe(s) for s in captured[1]] == [_probe(s) for s in eager[1]], source
+
+
+def popped_after_a_break(x, k):
+    s = {k, -1} & {0, 1, 2, 3, 0.5}
+    s.add(round((x + 2).amax().item(), 2))  # a break: `s` is a frame set from here on
+    s ^= {1.5, 2}
+    return s.pop(), s
+
+
+def test_a_frame_set_changed_after_a_break_is_written_back_by_replaying_its_changes():
+    """Fuzz seed 60004742: written back as a new set of its members, `s` popped another member than eager's."""
+    x = torch.tensor([0.8490, -1.4713], dtype=torch.float64)
+    d = run_differential(popped_after_a_break, x, 3)
+    expected = _probe(d.eager.result[1])
+    for outcome in d.captured:
+        assert outcome.result[0] == d.eager.result[0] and _probe(outcome.result[1]) == expected
+
+
+def pop_of_an_input(x, s):
+    return x + s.pop(), s
+
+
+def test_pop_of_a_frame_set_whose_copy_has_another_table_breaks():
+    """``{1, 2, 3}`` after ``pop()`` and ``add(1)`` iterates as a new one but pops from where its last pop ended."""
+    def make():
+        s = {1, 2, 3}
+        s.pop()
+        s.add(1)
+        return s
+
+    x = torch.zeros(1)
+    eager = pop_of_an_input(x, make())
+    explained = dynacap.explain(pop_of_an_input)(x, make())
+    assert any("hash table" in r.reason for r in explained.break_reasons)
+    dynacap.reset()
+    captured = dynacap.optimize(pop_of_an_input, backend="eager")(x, make())
+    assert torch.equal(captured[0], eager[0]) and _probe(captured[1]) == _probe(eager[1])
+    # A set with no such history is popped in the graph.
+    dynacap.reset()
+    counting = CountingBackend()
+    eager_set, captured_set = {1, 2, 3}, {1, 2, 3}
+    assert torch.equal(dynacap.optimize(pop_of_an_input, backend=counting)(x, captured_set)[0],
+                       pop_of_an_input(x, eager_set)[0])
+    assert counting.compiles == 1 and _probe(captured_set) == _probe(eager_set)
+
+
+def discarded_then_grown(x, s):
+    s.discard(1)
+    s.add(9)  # reuses the dummy slot 1 left in eager's table
+    n = int(x.sum().item() > 100)
+    return x + n, s
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_changed_frame_set_keeps_eagers_table_across_a_break(backend):
+    compiled = dynacap.optimize(discarded_then_grown, backend=backend)
+    for _ in range(2):
+        eager_set, captured_set = {1, 2, 3}, {1, 2, 3}
+        discarded_then_grown(torch.zeros(1), eager_set)
+        compiled(torch.zeros(1), captured_set)
+        assert _probe(captured_set) == _probe(eager_set)
+
+
+def rebuilt_after_removals(x):
+    s = {3, 1, 2, 40, 19}
+    s.discard(1)
+    s.remove(2)
+    u = {"a", "b", "c"} | {"b", "d"}  # a table presized by the merge: bigger than its members need
+    return x + 1, s, u
+
+
+def test_sets_made_in_the_graph_are_rebuilt_with_their_dummies_and_size():
+    d = one_graph(rebuilt_after_removals, torch.randn(2))
+    expected = [_probe(s) for s in d.eager.result[1:]]
+    for outcome in d.captured:
+        assert [_probe(s) for s in outcome.result[1:]] == expected

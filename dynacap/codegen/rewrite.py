@@ -199,6 +199,8 @@ def _emit_container_update(cg: Emitter, container) -> None:
         # (it has no slice assignment).
         container.emit_update(cg)
         return
+    if isinstance(container, SetValue) and container.emit_changes(cg):
+        return  # its changes replayed: its hash table ends as eager's
     if isinstance(container, (DictValue, SetValue)):
         # Build the new contents first: they may be read from the dict (set) itself.  The type's own
         # methods: ``dict.update`` on an OrderedDict would skip the order it keeps.

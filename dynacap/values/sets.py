@@ -19,12 +19,17 @@ are graph breaks.
 
 A set of constants read from the frame (``wrap``) keys a copy of itself and
 is guarded by what the code reads: its length, the answer of an ``in``, or,
-for anything else, its members in their order; a mutated one is written
-back in place after the graph.  A set made while capturing
-is rebuilt after the graph as a new set of its members, once per run
-however many places hold it (``Emitter.build_once``); its iteration order is
-the one those members get inserted in the traced order, which is eager's
-except after removals from a larger set.  This module emits no graph nodes.
+for anything else, its members in their order and its table
+(``set_tables.signature``).  A copy drops the dummies removals left and the
+finger ``pop()`` left, so only a frame set whose copy has its very table
+(``table_known``) may be popped, or changed and then iterated.  A changed
+frame set is written back after the graph by replaying the changes on it
+(the same calls with the same constant operands, so its table ends as
+eager's), or else by refilling it where that gives eager's table.  A set made
+while capturing is rebuilt after the graph as a new set of its members, once
+per run however many places hold it (``Emitter.build_once``); where that new
+set would have another table than the traced one (removals, colliding
+hashes) the rebuild is a graph break.  This module emits no graph nodes.
 """
 from __future__ import annotations
 
@@ -37,6 +42,7 @@ from .base import Value
 from .constant import ConstantValue
 from .functions import MethodOfValue
 from .iterators import is_lazy
+from .set_tables import Replay, rebuilt_as_now, rebuild_plan, refilled, replay_all, same_table, signature
 
 
 class _Member:
@@ -156,14 +162,23 @@ def is_set_like(value: Value) -> bool:
 class SetValue(Value):
     """A set (or frozenset) whose members are ``Value``s, computed on a real set of their keys."""
 
-    def __init__(self, keys: set | frozenset, order_known: bool = True, source=None):
+    def __init__(self, keys: set | frozenset, order_known: bool = True, source=None, origin: "Replay | None" = None):
         self._keys = keys
         #: False once a member hashed by identity has been in this set or one it was computed from.
         self.order_known = order_known and not _holds_members(keys)
+        #: Whether the key set's table is the runtime set's (``set_tables``): then ``pop()`` and changes followed
+        #: by iteration go as eager's.  Only a copy of a frame set can iterate alike and still differ.
+        self.table_known = self.order_known
         self.source = source
         self.mutated = False
-        #: A set from the frame not guarded member for member yet: (guards, members in order, table size).
+        #: A set from the frame not guarded member for member yet: (guards, members in order, table signature).
         self._unguarded = None
+        #: The call that made this set, and those that changed it since, to replay after the graph (``Replay``);
+        #: None where one cannot be replayed.
+        self.origin = Replay(set, ()) if origin is None and type(keys) is set and not keys else origin
+        self.changes = []
+        #: Changes so far: a set operand of a change is replayed only if it is still as it was then.
+        self.version = 0
 
     @staticmethod
     def from_frame(tx, obj: set | frozenset, source) -> "SetValue":
@@ -178,8 +193,9 @@ class SetValue(Value):
         keys = obj.copy()
         value = SetValue.of_constant(keys)
         value.order_known = list(keys) == list(obj) and sys.getsizeof(keys) == sys.getsizeof(obj)
+        value.table_known = same_table(keys, obj)
         value.source = source
-        value._unguarded = (tx.guards, list(obj), sys.getsizeof(obj))
+        value._unguarded = (tx.guards, list(obj), signature(obj))
         return value
 
     @property
@@ -191,11 +207,11 @@ class SetValue(Value):
     def _guard_members(self) -> None:
         if self._unguarded is None:
             return
-        guards, members, size = self._unguarded
+        guards, members, table = self._unguarded
         self._unguarded = None
-        guards.add("EQUALS_MATCH", self.source, "___same_constant(list({s}), {members}) and {size}({s}) == {n}",
-                   f"{self.source.expr()} == {set(members)!r} (in this order)", members=members,
-                   size=sys.getsizeof, n=size)
+        guards.add("EQUALS_MATCH", self.source, "___same_constant(list({s}), {members}) and {sig}({s}) == {table}",
+                   f"{self.source.expr()} == {set(members)!r} (in this order, same hash table)", members=members,
+                   sig=signature, table=table)
 
     @staticmethod
     def of_constant(obj: set | frozenset) -> "SetValue":
@@ -264,21 +280,47 @@ class SetValue(Value):
         return super().getattr(tx, name)
 
     # -- changes ---------------------------------------------------------------------------------
-    def mutate(self, tx, keys_added=()) -> None:
+    def merge_known(self, known: bool) -> None:
+        """After a change with an operand whose table is not known (``known`` False), this set's is not either."""
+        if not known:
+            self.table_known = self.order_known = False
+    def mutate(self, tx, keys_added=(), replay=None) -> None:
         """Called before each change: the key set cannot be rolled back (``TraceContext.mutations``).
 
-        A set from the frame is written back after the graph (its final members); the runtime
-        set's table may differ from the copy's from then on, so its order is taken as unknown.
+        ``replay`` is the change as a call, ``(unbound set method, operand values)``.  A set from the
+        frame is written back after the graph (``emit_changes``); unless the copy has its table, the
+        runtime set's table may differ from the copy's from then on, so its order is taken as unknown.
         """
         if self.source is not None:
             self._guard_members()  # its final members are written back
             if not self.mutated:
                 tx.record_container_mutation(self)
-            self.order_known = False
+            if not self.table_known:
+                self.order_known = False
+        if self.changes is not None:
+            call = Replay.of(*replay) if replay is not None else None
+            if call is None:
+                self.changes = None
+            else:
+                self.changes.append(call)
         self.mutated = True
+        self.version += 1
         tx.ctx.mutations += 1
         if _holds_members(keys_added):
-            self.order_known = False
+            self.order_known = self.table_known = False
+
+    def emit_changes(self, cg) -> bool:
+        """Replay this changed frame set's changes on the runtime set, so that its table ends as eager's.
+
+        False where a change cannot be replayed: the caller refills the set (``clear``, ``update`` with
+        ``build``), which is a graph break here unless the refilled table is the traced one."""
+        if replay_all(self.changes):
+            for call in self.changes:
+                call.emit(cg, self)
+            return True
+        if self._exact_table() and not (self.table_known and same_table(refilled(self.keys), self.keys)):
+            raise self._cannot_rebuild("changed in the captured code cannot be written back")
+        return False
 
     def reconstruct(self, cg):
         if self.source is not None:
@@ -288,11 +330,43 @@ class SetValue(Value):
         else:
             cg.build_once(self, self._build)
 
+    def _exact_table(self) -> bool:
+        """Whether the runtime set must get the traced table: not for a set ordered by ids (it has none to keep), nor
+        for one holding objects hashed by their class's ``__hash__`` (taken to rebuild as it was: its hashes are
+        only known as traced)."""
+        return not _holds_members(self.keys) and _all_constant(self.keys)
+
+    def _cannot_rebuild(self, what: str) -> GraphBreak:
+        return GraphBreak(f"{self.describe()} {what} with the hash table eager has (after pops, or with colliding "
+                          "hashes; its pop() and order would differ)")
+
     def _build(self, cg) -> None:
+        """Make this set (made in the trace) anew: from its members where that gives the traced table
+        (``set_tables.rebuild_plan``), else by replaying the calls that made and changed it, else a break."""
+        plan = rebuild_plan(self.keys) if self.table_known and self._exact_table() else None
+        if plan is None and self._exact_table():
+            if self.origin is None or not self.origin.valid() or not replay_all(self.changes):
+                raise self._cannot_rebuild("made in the captured code cannot be rebuilt after the graph")
+            self.origin.make(cg)
+            for call in self.changes:
+                call.emit(cg)
+            return
         if self.frozen:
             cg.append("PUSH_NULL")
             cg.load_const(frozenset)
-        self.build(cg)
+        if plan is None:
+            self.build(cg)
+        else:
+            for item in plan.items:
+                cg.load_const(item)
+            cg.append("BUILD_SET", len(plan.items))
+            for stand_in in plan.stand_ins:
+                cg.append("COPY", 1)
+                cg.append("LOAD_METHOD", "discard")
+                cg.load_const(stand_in)
+                cg.append("PRECALL", 1)
+                cg.append("CALL", 1)
+                cg.append("POP_TOP")
         if self.frozen:
             cg.append("PRECALL", 1)
             cg.append("CALL", 1)
@@ -308,17 +382,29 @@ class SetValue(Value):
         cg.append("BUILD_SET", len(self.keys))
 
 
+def replayed(value: Value, keys) -> Value | None:
+    """What a replay passes for an operand a set operation walked as ``keys`` (``operand``): a set or constant
+    itself, anything else but a dict as the tuple of the items it gave (the same steps: one add per item)."""
+    from .containers import DictValue, TupleValue
+
+    if isinstance(value, SetValue) or rebuilt_as_now(value):
+        return value
+    if isinstance(value, DictValue) or value.is_constant() and isinstance(value.as_constant(), dict):
+        return None
+    return TupleValue([_value_of(k) for k in keys])
+
+
 def operand(tx, value: Value):
     """What a set operation is given for ``value``: a real set/dict/list of keys CPython would walk alike.
 
     ``set.update`` and friends merge a set's table, presize for a dict and add
     the items of anything else one by one; passing the same kind of object
-    makes the key set take the same steps.  Returns ``(keys, order_known)``.
+    makes the key set take the same steps.  Returns ``(keys, whether their table is the runtime's)``.
     """
     from .containers import DictValue
 
     if isinstance(value, SetValue):
-        return value.keys, value.order_known
+        return value.keys, value.table_known
     if is_set_like(value):
         return value.as_constant(), True
     if isinstance(value, DictValue):
@@ -336,20 +422,21 @@ def build_set(tx, iterable: Value | None, frozen: bool) -> Value:
     if frozen and isinstance(iterable, SetValue) and iterable.frozen:
         return iterable  # frozenset(fs) is fs
     keys, known = operand(tx, iterable)
-    return SetValue((frozenset if frozen else set)(keys), known)
+    kind = frozenset if frozen else set
+    return SetValue(kind(keys), known, origin=Replay.of(kind, (replayed(iterable, keys),)))
 
 
 def set_update(tx, target: SetValue, iterable: Value) -> None:
     """``SET_UPDATE`` / ``s.update(iterable)``: the iterable's members added in CPython's order."""
     keys, known = operand(tx, iterable)
-    target.mutate(tx, keys)
-    target.order_known = target.order_known and known
+    target.mutate(tx, keys, (set.update, (replayed(iterable, keys),)))
+    target.merge_known(known)
     target.keys.update(keys)
 
 
 def set_add(tx, target: SetValue, item: Value) -> None:
     key = key_of(item, tx)
-    target.mutate(tx, (key,))
+    target.mutate(tx, (key,), (set.add, (item,)))
     target.keys.add(key)
 
 
@@ -386,7 +473,7 @@ class SetMethodValue(MethodOfValue):
             if name == "remove" and not present:
                 raise GraphBreak("set.remove of a missing member (KeyError at run time)")
             if present:
-                s.mutate(tx)
+                s.mutate(tx, replay=(set.discard, (args[0],)))
                 s.keys.discard(lookup_key(args[0], tx))
             return ConstantValue(None)
         if name in ("pop", "clear", "copy", "__len__"):
@@ -394,14 +481,17 @@ class SetMethodValue(MethodOfValue):
             if name == "__len__":
                 return ConstantValue(s.length())
             if name == "copy":
-                return SetValue(s.keys.copy(), s.order_known)
+                return SetValue(s.keys.copy(), s.table_known, origin=Replay.of(type(s.keys).copy, (s,)))
             if name == "pop":
                 if not s.keys:
                     raise GraphBreak("pop from an empty set (KeyError at run time)")
                 if len(s.keys) > 1 and not s.order_known:
                     raise GraphBreak("set.pop() on a set holding tensors or objects: which member it removes "
                                      "depends on their ids at run time")
-            s.mutate(tx)
+                if len(s.keys) > 1 and not s.table_known:
+                    raise GraphBreak(f"set.pop() on {s.describe()}, whose hash table (left by earlier removals "
+                                     "or pops) is not known: which member it removes depends on it")
+            s.mutate(tx, replay=(getattr(set, name), ()))
             return _value_of(s.keys.pop()) if name == "pop" else ConstantValue(s.keys.clear())
         if name in ("symmetric_difference", "symmetric_difference_update", "issubset", "issuperset",
                     "isdisjoint"):
@@ -410,15 +500,18 @@ class SetMethodValue(MethodOfValue):
             return ConstantValue(_pull_until_decided(tx, s, args[0], stop_when_present=name == "isdisjoint"))
         operands = [operand(tx, a) for a in args]
         keys = [k for k, _ in operands]
-        known = s.order_known and all(k for _, k in operands) and not any(_holds_members(k) for k in keys)
-        result = getattr(s.keys, name)(*keys)
+        known = s.table_known and all(k for _, k in operands) and not any(_holds_members(k) for k in keys)
         if name.endswith("_update") or name == "update":
-            s.mutate(tx, [k for ks in keys for k in ks])
-            s.order_known = s.order_known and known
+            s.mutate(tx, [k for ks in keys for k in ks],
+                     (getattr(set, name), tuple(replayed(a, k) for a, k in zip(args, keys))))
+            getattr(s.keys, name)(*keys)
+            s.merge_known(known)
             return ConstantValue(None)
+        result = getattr(s.keys, name)(*keys)
         if type(result) is bool:
             return ConstantValue(result)
-        return SetValue(result, known)
+        return SetValue(result, known, origin=Replay.of(getattr(type(s.keys), name),
+                                                         (s, *(replayed(a, k) for a, k in zip(args, keys)))))
 
 
 def _discard_traced_key(tx, s: SetValue, item: Value) -> bool | None:
@@ -470,16 +563,17 @@ def binary(tx, symbol: str, a: Value, b: Value) -> Value:
         raise GraphBreak(f"unsupported operand type(s) for {symbol}: '{_type_name(a)}' and '{_type_name(b)}' "
                          "(TypeError at run time)")
     left, right = _as_set(tx, a), _as_set(tx, b)
-    known = left.order_known and right.order_known
-    result = BINARY[symbol](left.keys, right.keys)
-    if result is left.keys:
+    known = left.table_known and right.table_known
+    if symbol.endswith("=") and not left.frozen:
         # In place on a set (`s |= t`): the same object, changed.
         if left is not a:
             raise GraphBreak(f"`{symbol}` on a constant set")
-        left.mutate(tx, right.keys)
-        left.order_known = left.order_known and known
+        left.mutate(tx, right.keys, (BINARY[symbol], (b,)))
+        BINARY[symbol](left.keys, right.keys)
+        left.merge_known(known)
         return left
-    return SetValue(result, known)
+    result = BINARY[symbol](left.keys, right.keys)
+    return SetValue(result, known, origin=Replay.of(BINARY[symbol], (a, b)))
 
 
 def compare(tx, symbol: str, a: Value, b: Value) -> Value | None:
