@@ -544,3 +544,17 @@ def test_sets_made_in_the_graph_are_rebuilt_with_their_dummies_and_size():
     expected = [_probe(s) for s in d.eager.result[1:]]
     for outcome in d.captured:
         assert [_probe(s) for s in outcome.result[1:]] == expected
+
+
+def add_of_an_item(x, s):
+    s.add(round(x.amax().item(), 2))  # the break: `s.add` is on the stack at the resume
+    s.add(7)
+    return x + len(s), sorted(s)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_set_method_on_the_stack_at_a_resume_is_the_sets_method(backend):
+    d = run_differential(add_of_an_item, torch.tensor([0.5, 0.25]), {1, 2}, backend=CountingBackend(backend))
+    reasons = [r.reason for r in explain_captured(add_of_an_item, torch.tensor([0.5, 0.25]), {1, 2}).break_reasons]
+    assert len(reasons) == 1 and ".item()" in reasons[0], reasons
+    assert d.graph_count == 2

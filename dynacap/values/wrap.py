@@ -164,7 +164,10 @@ def wrap(tx, obj, source: Source | None) -> Value:
         return FrameRangeIterator(tx, obj, source)
     value = _object_value(tx, obj, source)
     if source is not None:
-        if _made_by_previous_stage(tx, source) and _guard_by_parts(tx, value, source):
+        # A function reached from such an argument (a cell of a closure rebuilt before the resume) is new
+        # on each call too.
+        reach = source.root() if isinstance(value, UserFunctionValue) else source
+        if _made_by_previous_stage(tx, reach) and _guard_by_parts(tx, value, source):
             return value
         if isinstance(value, ObjectValue):
             # Plain objects are often made fresh per call: guard the type, and guard each
@@ -366,6 +369,10 @@ def _bound_method(tx, obj, source) -> Value:
     g.equals_match(AttrSource(source, "__name__"), name)
     if isinstance(self_value, (ListValue, DictValue)):
         return ContainerMethodValue(self_value, name)
+    from .sets import SetValue
+
+    if isinstance(self_value, SetValue):
+        return self_value.getattr(tx, name)  # `s.add` on the stack at a resume: `s.add(t.item())`
     return OpaqueCallableValue(obj, source)
 
 
