@@ -294,6 +294,68 @@ def test_fake_result_made_again_is_the_dispatched_one(op, shapes, constants, gra
     assert recorded == (fresh and not first.fake.requires_grad)
 
 
+#: (operation, argument shapes, constants after the tensors, whether later calls skip dispatching):
+#: operations returning one of their arguments.
+_RETURNING = [
+    (torch.relu_, [(2, 3)], [], True),
+    ("add_", [(2, 3), (3,)], [], True),
+    ("mul_", [(2, 3)], [2.0], True),
+    ("copy_", [(2, 3), (2, 3)], [], True),
+    (F.dropout, [(2, 3)], [0.5, False], True),  # the input itself, unchanged
+    ("contiguous", [(2, 3)], [], True),
+    ("t_", [(2, 3)], [], False),  # in place, but a view op: the argument's metadata changes
+    ("unsqueeze_", [(2, 3)], [0], False),
+    ("set_", [(2, 3), (2, 3)], [], False),  # the same metadata over another storage
+    ("resize_", [(2, 3)], [(6,)], False),
+]
+
+
+@pytest.mark.parametrize("op,shapes,constants,recorded", _RETURNING,
+                         ids=[f"{getattr(op, '__name__', op)}" for op, *_ in _RETURNING])
+@pytest.mark.parametrize("grad", [False, True])
+def test_operation_returning_an_argument_is_the_dispatched_one(op, shapes, constants, recorded, grad):
+    """Later calls of an operation that returned one of its arguments give what dispatching it gives:
+    the same argument (or another), the same metadata, storages and version counts."""
+    from dynacap.graph import GraphBuilder
+    from dynacap.values.constant import ConstantValue
+
+    builder = GraphBuilder()
+    kind = "call_method" if isinstance(op, str) else "call_function"
+    with builder.propagating(), torch.set_grad_enabled(grad):
+        for call in range(3):
+            reals = [torch.randn(shape) for shape in shapes]
+            args = [builder.input_tensor(LocalSource(f"t{call}_{i}"), r) for i, r in enumerate(reals)]
+            fakes = [a.fake for a in args]
+            before = [f._version for f in fakes]
+            result = builder.call(kind, op, args + [ConstantValue(c) for c in constants], {}, str(op)).fake
+            others = [builder.fake_mode.from_tensor(r.clone()) for r in reals]
+            expected = (getattr(others[0], op)(*others[1:], *constants) if isinstance(op, str)
+                        else op(*others, *constants))
+            assert [result is f for f in fakes] == [expected is f for f in others]
+            assert _metadata(result) == _metadata(expected)
+            assert [f._version - v for f, v in zip(fakes, before)] == [f._version for f in others]
+            assert [result.untyped_storage()._cdata == f.untyped_storage()._cdata for f in fakes] == \
+                [expected.untyped_storage()._cdata == f.untyped_storage()._cdata for f in others]
+    assert bool(builder._returns) == recorded
+
+
+def test_in_place_operation_on_a_leaf_that_needs_grad_still_raises():
+    """An in-place kernel accepted on a tensor computed from a parameter is refused on the parameter
+    itself (same metadata, requires_grad included): with gradients recorded nothing is remembered."""
+    from dynacap.errors import GraphBreak
+    from dynacap.graph import GraphBuilder
+    from dynacap.values.constant import ConstantValue
+
+    builder = GraphBuilder()
+    with builder.propagating():
+        w = builder.input_tensor(LocalSource("w"), torch.randn(2, 3, requires_grad=True))
+        y = builder.call("call_function", torch.mul, [w, ConstantValue(2.0)], {}, "mul")
+        builder.call("call_function", torch.relu_, [y], {}, "relu_")
+        with pytest.raises(GraphBreak, match="leaf Variable"):
+            builder.call("call_function", torch.relu_, [w], {}, "relu_")
+    assert not builder._returns
+
+
 def test_fake_results_are_dispatched_again_under_autocast():
     from dynacap.graph import GraphBuilder
 

@@ -90,6 +90,9 @@ class GraphBuilder:
         self.external: set = set()
         #: (target, metadata of the arguments, modes) -> metadata of a fresh result (``_propagate``).
         self._results: dict = {}
+        #: The same key -> (index among the argument tensors of the one returned, whether its version
+        #: went up): an operation returning one of its arguments (in place, ``dropout`` in eval mode).
+        self._returns: dict = {}
 
     def propagating(self):
         """Context manager: the fake mode, active for a whole trace."""
@@ -325,18 +328,30 @@ class GraphBuilder:
                     self._results[key] = known
             if known is not None:
                 return self._faking(self._remake, *known)
+            returned = self._returns.get(key)
+            if returned is not None:
+                index, bumped = returned
+                fake = tensors[index]
+                if bumped:  # what the in-place kernel's dispatch does (views share the counter)
+                    torch._C._autograd._unsafe_set_version_counter((fake,), (fake._version + 1,))
+                return fake
         else:
             key = None
-        versions = [t._version for t in tensors] if key is not None else None
+        before = _states(tensors) if key is not None else None
         if kind == "call_function":
             call = target
         else:
             call, fake_args = getattr(fake_args[0], target), fake_args[1:]
         fake = self._faking(call, *fake_args, **fake_kwargs)
-        if key is not None and type(fake) is FakeTensor and versions == [t._version for t in tensors]:
-            made = _fresh(fake, tensors)
+        if key is not None and type(fake) is FakeTensor:
+            after = _states(tensors)
+            made = _fresh(fake, tensors) if before == after else None
             if made is not None:
                 self._results[key] = made
+            else:
+                returned = _returned_argument(fake, tensors, key[0], before, after)
+                if returned is not None:
+                    self._returns[key] = returned
         return fake
 
     def _remake(self, shape, stride, dtype, device, view) -> FakeTensor:
@@ -564,6 +579,50 @@ def _fresh(fake, tensors: list):
     if any(t is fake or storage_of(t) == storage._cdata for t in tensors):
         return None
     return (fake.shape, fake.stride(), fake.dtype, fake.device, None)
+
+
+def _states(tensors: list) -> list:
+    """What an operation may change of its argument tensors without changing their metadata: version
+    and storage (``set_``)."""
+    return [(t._version, storage_of(t)) for t in tensors]
+
+
+def _returned_argument(fake, tensors: list, key, before: list, after: list):
+    """``(i, bumped)`` when ``fake`` is argument tensor ``i`` with the metadata it had (no in-place view
+    op such as ``t_``) and its storage, its version up by one (``bumped``: an in-place kernel) or
+    unchanged, and no other argument changed; else None.
+
+    Only then does a later call on the same key return that argument as this one did: the key holds
+    each argument's sizes, strides, offset, dtype, device and requires_grad, and what else an in-place
+    kernel's outcome depends on is excluded (recording gradients: a leaf that needs grad refuses
+    in-place writes; inference tensors)."""
+    index = next((i for i, t in enumerate(tensors) if t is fake), None)
+    if (index is None or (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
+            or any(t.is_inference() for t in tensors)):
+        return None
+    (version, storage), (new_version, new_storage) = before[index], after[index]
+    if (new_version - version not in (0, 1) or new_storage != storage
+            or any(a != b for i, (a, b) in enumerate(zip(before, after)) if i != index)
+            or _metadata_key(fake, []) != _tensor_keys(key)[index]):
+        return None
+    return index, new_version != version
+
+
+def _tensor_keys(key) -> list:
+    """The entries ``_metadata_key`` made for tensors in ``key``, in the order it listed the tensors
+    (only a tensor's entry starts with a ``torch.Size`` object: the others start with a type or a name)."""
+    out = []
+
+    def walk(k):
+        if type(k) is tuple and k:
+            if type(k[0]) is torch.Size:
+                out.append(k)
+            else:
+                for part in k:
+                    walk(part)
+
+    walk(key)
+    return out
 
 
 def _storage_length(shape, stride) -> int:
