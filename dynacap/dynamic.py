@@ -17,6 +17,12 @@ relied on).  Its answer comes from, strongest first:
    ints that have differed between them.  So the second size recompiles into
    a symbolic entry, and a third size hits it.
 
+The values of a small integer tensor that a kernel needs at capture time
+(``values.known_values``: the lengths of packed sequences) follow the same
+rule: the first capture reads them (guarded on them); once a later capture
+has seen other values for the source, they are not read again (the kernel
+runs eagerly), so changing values recompile once, not on every call.
+
 Sizes 0 and 1 stay specialized even when asked symbolic (torch's ShapeEnv
 does that; the guard keeps them exact).  This module decides only; the
 ShapeEnv work (symbols, fakes, guards) is ``graph/shapes.py``.  It must not
@@ -176,6 +182,23 @@ class ShapePolicy:
                 return False
         # 0 and 1 stay specialized: code tests them (``if n == 1``) far more often than other values.
         return value not in (0, 1)
+
+
+    def values_readable(self, source_expr: str, values: tuple) -> bool:
+        """Whether the capture may read (and guard on) the values of the tensor reached by ``source_expr``:
+        yes unless an earlier capture of the code read other values there (``dynamic=False``: always)."""
+        if self.dynamic is False or self._seen is None:
+            return self.dynamic is False
+        key = (_VALUES, source_expr)
+        before = self._seen.setdefault(key, values)
+        if before != values:
+            self._seen[key] = _VARIED
+        return self._seen[key] is not _VARIED
+
+
+#: Keys of tensor values in a code's record, beside its sources' sizes; the record of values that differed.
+_VALUES = "values"
+_VARIED = object()
 
 
 def _merge_sizes(before, sizes: tuple):

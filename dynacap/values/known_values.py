@@ -7,6 +7,9 @@ them for a tensor of the frame (a CPU integer tensor of at most
 ``INPUT_LIMIT`` elements, guarded on its values, so new values recompile) or
 one the trace made from such tensors and constants by pure operations
 (``torch.tensor([...])``, ``.to``, ``sort``, indexing), which it runs for real.
+A frame tensor whose code was captured before with other values there is not
+read (``dynamic.ShapePolicy.values_readable``): values that change from call
+to call recompile once.
 It refuses (None) a tensor the graph may have written before the question:
 any operation that writes an input, or writes one of the tensors the answer
 comes from or a result of theirs (in place, ``out=``, a layer).  It never
@@ -102,6 +105,9 @@ def _frame_tensor(tx, node, guards: list) -> torch.Tensor | None:
             or tensor.requires_grad or tensor.numel() > INPUT_LIMIT \
             or not all(isinstance(d, int) for d in fake.shape):
         return None
+    policy = tx.ctx.shapes
+    if policy is not None and not policy.values_readable(graph_input.source.expr(), tuple(tensor.tolist())):
+        return None  # other values before: read again, they would recompile on every new one
     guards.append((graph_input.source, tensor))
     return tensor.clone()
 
