@@ -212,3 +212,19 @@ def test_bit_for_bit(lengths, layers, bidirectional):
     assert (out.graph_count, out.graph_break_count) == (1, 0)
     for e, a in zip(expected, out.result):
         assert torch.equal(e, a)
+
+
+def test_export_does_not_fix_the_lengths():
+    """An exported program has no guards: packing stays a data-dependent break there (an ExportError)."""
+    from dynacap.export import ExportError, export
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = make(batch_first=True).eval()
+
+        def forward(self, x, lengths):
+            return chain(self.lstm)(x, lengths)[0]
+
+    with pytest.raises(ExportError, match="depends on tensor data"):
+        export(Model(), inputs([5, 3, 2]))
