@@ -39,6 +39,13 @@ def _breaks(fn, *args):
     return out.graph_count, [str(b.reason) for b in out.break_reasons]
 
 
+def _reasons(fn, *args):
+    """The break reasons of one call (results of objects made per call are compared by the test itself)."""
+    import dynacap
+
+    return [str(b.reason) for b in dynacap.explain(fn)(*args).break_reasons]
+
+
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 def test_dict_subclass_missing_key_is_catchable(backend):
     """``self[name]`` of a missing key inside ``__getattr__``'s ``try``: the KeyError is caught as in eager."""
@@ -251,3 +258,143 @@ def test_deepcopy_strided_tensor_keeps_the_real_method():
         return c["a"] + x, c["a"].stride(), c["a"].untyped_storage().nbytes()
 
     run_differential(fn, torch.randn(4, 3), {"a": torch.randn(4, 6)[:, ::2]})
+
+
+G_FUNCS: list = []
+
+
+def _local_classes(x, d):
+    class Loc:
+        unit = 1
+
+        def __init__(self, t, n=1):
+            self.t = t
+            self.n = n
+
+        def seen(self):
+            return self.t + x
+
+        def __add__(self, other):
+            return Loc(self.t + other, self.n)
+
+    class Sub(Loc):
+        unit = 3
+
+        def step(self, v):
+            self.tag = type(self).__name__
+            return super().seen() * v
+
+    lo = Sub(x * 2, 2)
+    t = (lo + x).t * lo.step(2)
+    d["o"] = lo
+    G_FUNCS.append(Sub)
+    return t
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_local_classes_with_closures_leave_the_graph(backend):
+    """Classes made in the frame whose methods close over its argument and the class itself (``super()``, its
+    name): one graph; the escaped object (in the input dict) and class (in a global) are eager's."""
+    import dynacap
+
+    dynacap.reset()
+    counting = CountingBackend(backend)
+    compiled = dynacap.optimize(_local_classes, backend=counting)
+    for _ in range(2):
+        G_FUNCS.clear()
+        x = torch.randn(3)
+        e_d, c_d = {}, {}
+        expected = _local_classes(x, e_d)
+        e_cls = G_FUNCS.pop()
+        got = compiled(x, c_d)
+        c_cls = G_FUNCS.pop()
+        torch.testing.assert_close(got, expected)
+        o = c_d["o"]
+        assert type(o) is c_cls and c_cls is not e_cls and [k.__name__ for k in c_cls.__mro__] == ["Sub", "Loc", "object"]
+        assert vars(o).keys() == vars(e_d["o"]).keys() and o.tag == "Sub"
+        torch.testing.assert_close(o.seen(), e_d["o"].seen())
+        torch.testing.assert_close(o.step(1.5), e_d["o"].step(1.5))
+        added = o + 1
+        assert type(added).__name__ == "Loc" and isinstance(o, type(added))
+    assert counting.compiles == 1
+    assert _reasons(_local_classes, torch.randn(3), {}) == []
+
+
+def _closures(x):
+    def counter():
+        c = 0
+
+        def inc():
+            nonlocal c
+            c += 1
+            return c
+
+        def peek():
+            return c
+
+        return inc, peek
+
+    def fact(n):
+        return 1 if n <= 1 else n * fact(n - 1)
+
+    inc, peek = counter()
+    inc()
+    return x * fact(3) * inc(), inc, peek, fact
+
+
+def test_closures_made_in_the_trace_leave_it():
+    """Closures of frames that returned in the trace: two sharing a cell (its count goes on after the call), a
+    recursive one; one graph, eager's behaviour afterwards."""
+    import dynacap
+
+    expected = _closures(torch.ones(2))
+    counting = CountingBackend()
+    compiled = dynacap.optimize(_closures, backend=counting)
+    got = compiled(torch.ones(2))
+    torch.testing.assert_close(got[0], expected[0])
+    assert (got[1](), got[2](), got[3](4)) == (expected[1](), expected[2](), expected[3](4)) == (3, 3, 24)
+    again = compiled(torch.ones(2))
+    assert again[1] is not got[1] and again[2]() == 2  # new cells each call
+    assert counting.compiles == 1
+    assert _reasons(_closures, torch.ones(2)) == []
+
+
+def test_closure_over_a_frame_that_goes_on_after_a_break():
+    """A closure over the frame's own variable, escaping before a break: the resumed frame changes the variable
+    later, which eager's closure sees; it is not rebuilt with a cell of its own (the frame runs as eager)."""
+    def fn(x):
+        n = 1
+
+        def get():
+            return n
+
+        G_FUNCS.append(get)
+        print("between")
+        n = 5
+        return x * get()
+
+    G_FUNCS.clear()
+    run_differential(fn, torch.ones(2))
+    assert [f() for f in G_FUNCS] == [5, 5, 5]
+
+
+def _make_twice():
+    def g(t):
+        return t + 1
+
+    def f(t):
+        return g(t) * 2
+
+    return f
+
+
+def test_closure_rebuilt_at_a_break_is_guarded_by_its_parts():
+    """A closure of a helper that returned, live across a break: rebuilt, passed to the resume, which guards it
+    and the function in its cell by their code (both are new on each call): the second call hits the cache."""
+    def fn(x):
+        f = _make_twice()
+        print("between")
+        return f(x)
+
+    diff = run_differential(fn, torch.ones(2))
+    assert diff.graph_count == 1

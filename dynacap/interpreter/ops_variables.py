@@ -80,15 +80,28 @@ def _delete_fast(tx, ins):
     tx.deleted.add(ins.argval)
 
 
+class FrameCell(CellBox):
+    """A cell variable's cell (``MAKE_CELL``), knowing the frame that made it: once that frame has returned in
+    the trace, no code of it runs after the graph, so closures made here may get a new cell in its place
+    (``values.functions``)."""
+
+    def __init__(self, owner, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.owner = owner
+
+    def frame_returned(self) -> bool:
+        return self.owner.return_value is not None
+
+
 @handles("MAKE_CELL")
 def _make_cell(tx, ins):
     name = ins.argval
     if tx.is_root and name in tx.frame_values:
-        tx.cells[name] = CellBox(source=LocalSource(name), raw=tx.frame_values[name])
+        tx.cells[name] = FrameCell(tx, source=LocalSource(name), raw=tx.frame_values[name])
     elif name in tx.locals:
-        tx.cells[name] = CellBox(tx.locals.pop(name))
+        tx.cells[name] = FrameCell(tx, tx.locals.pop(name))
     else:
-        tx.cells[name] = CellBox(None)
+        tx.cells[name] = FrameCell(tx, None)
 
 
 @handles("COPY_FREE_VARS")

@@ -133,6 +133,10 @@ class MadeClassValue(ConstantValue):
         self.not_rebuilt: str | None = None
         #: Whether an instance or a subclass was made (``@dataclass`` may then no longer change the template).
         self.observed = False
+        #: While ``type(name, bases, namespace)`` is being emitted: the new cells of its functions that hold the
+        #: class itself (its name, ``__class__``) wait in ``pending_cells`` until it is made.
+        self.building = False
+        self.pending_cells: list = []
         #: template -> value, for this class and the made classes among its bases (their MRO entries).
         self.made = {id(template): self}
         for base in bases:
@@ -257,7 +261,20 @@ class MadeClassValue(ConstantValue):
     def reconstruct(self, cg) -> None:
         if self.not_rebuilt is not None:
             raise GraphBreak(f"{self.describe()} cannot be made again after the graph: {self.not_rebuilt}")
-        cg.build_once(self, self._build)
+        if cg.load_shared(self):
+            return
+        self.building, self.pending_cells = True, []
+        try:
+            self._build(cg)
+        finally:
+            self.building = False
+        cg.keep_shared(self)
+        for box in self.pending_cells:  # ``cell.cell_contents = cls`` (functions.UserFunctionValue)
+            cg.load_shared(self)
+            cg.load_shared(box)
+            cg.append("STORE_ATTR", "cell_contents")
+        self.pending_cells = []
+        cg.load_shared(self)
 
     def _build(self, cg) -> None:
         """``type(name, bases, namespace)``: the metaclass is ``type`` and nothing runs user code."""

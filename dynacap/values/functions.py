@@ -14,6 +14,7 @@ import types
 from dataclasses import dataclass
 
 from ..errors import GraphBreak
+from ..skipfiles import is_installed_library
 from .base import DELETED, Value, constant_args
 from .constant import ConstantValue
 
@@ -180,14 +181,24 @@ class UserFunctionValue(Value):
         if made is None or self.source is not None:
             super().reconstruct(cg)
             return
-        if self.closure_cells is not None:
+        if self.closure_cells is not None and (is_installed_library(made.code.co_filename)
+                                               or not all(_new_cell_ok(box) for box in self.closure_cells)):
+            # A library's closure (dynacap's models included) holds state its own objects rebuilt here would
+            # not be: kept as a break.
             raise GraphBreak(f"{self.describe()} (a closure created while capturing) cannot be rebuilt after "
                              "the graph")
         # One runtime function per traced one, however many places hold it (``return h, h``).
-        cg.build_once(self, self._build)
+        if cg.load_shared(self):
+            return
+        new_cells = self._build(cg)
+        cg.keep_shared(self)
+        for box in new_cells:  # filled once the function is shared: the contents may hold it (recursion)
+            _fill_cell(cg, box)
+        cg.load_shared(self)
 
-    def _build(self, cg) -> None:
-        """``types.FunctionType(code, globals, None, defaults)``, then its kwdefaults and annotations."""
+    def _build(self, cg) -> list:
+        """``types.FunctionType(code, globals, None, defaults, closure)``, then its kwdefaults and annotations;
+        the cells it made (still empty)."""
         made = self.made
         cg.append("PUSH_NULL")
         cg.load_const(types.FunctionType)
@@ -198,8 +209,19 @@ class UserFunctionValue(Value):
             made.defaults.reconstruct(cg)
         else:
             cg.load_const(None)
-        cg.append("PRECALL", 4)
-        cg.append("CALL", 4)
+        new_cells = []
+        if self.closure_cells is not None:
+            for box in self.closure_cells:
+                if not cg.load_shared(box):
+                    cg.call(types.CellType)
+                    cg.keep_shared(box)
+                    cg.load_shared(box)
+                    new_cells.append(box)
+            cg.append("BUILD_TUPLE", len(self.closure_cells))
+        else:
+            cg.load_const(None)
+        cg.append("PRECALL", 5)
+        cg.append("CALL", 5)
         parts = [("__kwdefaults__", made.kwdefaults), ("__annotations__", made.annotations), *self.assigned.items(),
                  *(self.namespace.items.items() if self.namespace is not None else ())]
         for name, part in parts:
@@ -209,6 +231,33 @@ class UserFunctionValue(Value):
             part.reconstruct(cg)
             cg.append("SWAP", 2)
             cg.append("STORE_ATTR", name)
+        return new_cells
+
+
+def _new_cell_ok(box) -> bool:
+    """Whether a new cell may stand for ``box`` after the graph: the frame that made the cell returned in
+    the trace (``interpreter.ops_variables.FrameCell``), so no code but the rebuilt closures holds it.  A
+    cell that exists at run time (a free variable of the frame), or one of a frame that goes on after a
+    break (its resume makes its own cells), is shared with code the new cell would not be seen by."""
+    returned = getattr(box, "frame_returned", None)
+    return returned is not None and returned()
+
+
+def _fill_cell(cg, box) -> None:
+    """``cell.cell_contents = contents`` for a new cell standing for ``box`` (left empty where the variable
+    is unbound; a class being made now, the function one of its own, fills it once it is made)."""
+    contents = box.peek()
+    if contents is None and box.source is None:
+        return
+    if getattr(contents, "building", False):
+        contents.pending_cells.append(box)  # ``classes.MadeClassValue.reconstruct``
+        return
+    if contents is None:
+        cg.load_source(box.source)  # never read in the trace: the argument the frame was called with
+    else:
+        contents.reconstruct(cg)
+    cg.load_shared(box)
+    cg.append("STORE_ATTR", "cell_contents")
 
 
 #: A function's name parts: read from the function object (a str, or None for ``__doc__``).

@@ -274,7 +274,11 @@ def _made_by_previous_stage(tx, source) -> bool:
     Such values (a lambda, an ``nn.ReLU()`` made in ``forward``) are guarded by what they are
     made of, never by identity, or every call would recompile.
     """
-    return tx.is_root and isinstance(source, LocalSource) and is_generated(tx.code)
+    if not isinstance(source, LocalSource):
+        return False
+    while tx.parent is not None:  # a local source names a local of the trace's root frame
+        tx = tx.parent
+    return is_generated(tx.code)
 
 
 #: Argument names of resume and chain functions that hold the value stack (``resume.stack_arg``).
