@@ -356,6 +356,87 @@ def test_in_place_operation_on_a_leaf_that_needs_grad_still_raises():
     assert not builder._returns
 
 
+#: Inputs of the view tests: contiguous, transposed, sliced (an offset), size-1 dims, expanded, a view of
+#: a view, channels_last.
+_VIEW_INPUTS = [
+    lambda: torch.randn(2, 3, 4),
+    lambda: torch.randn(4, 3, 2).permute(2, 1, 0),
+    lambda: torch.randn(2, 3, 6)[..., 1:5],
+    lambda: torch.randn(2, 1, 3, 4),
+    lambda: torch.randn(1, 3, 1).expand(2, 3, 4),
+    lambda: torch.randn(6, 4).view(2, 3, 4)[1:],
+    lambda: torch.randn(2, 3, 4, 5).contiguous(memory_format=torch.channels_last),
+    lambda: torch.randn(1, 8, 1, 1),
+]
+
+#: (target, arguments after the tensor): each view operation the builder takes from its kernel.
+_VIEW_CALLS = [
+    ("view", (-1,)), ("view", (6, 4)), ("view", (2, 3, 4)), ("view", (torch.int32,)), ("reshape", (4, -1)),
+    ("reshape", (-1,)), ("reshape", (2, 1, 12)), ("flatten", ()), ("flatten", (1,)), ("flatten", (0, 1)),
+    ("unflatten", (-1, (2, -1))), ("squeeze", ()), ("squeeze", (1,)), ("unsqueeze", (0,)), ("unsqueeze", (-1,)),
+    ("transpose", (0, -1)), ("permute", ((2, 0, 1),)), ("expand", (5, -1, -1, -1)), ("t", ()),
+    (torch.reshape, ((-1, 2),)), (torch.flatten, (1,)), (torch.squeeze, ()), (torch.unsqueeze, (1,)),
+    (torch.transpose, (1, 2)), (torch.permute, ((1, 0, 2),)), (torch.t, ()),
+]
+
+
+@pytest.mark.parametrize("call", range(len(_VIEW_CALLS)),
+                         ids=[f"{getattr(t, '__name__', t)}{i}" for i, (t, _) in enumerate(_VIEW_CALLS)])
+@pytest.mark.parametrize("grad", [False, True])
+def test_view_taken_from_its_kernel_is_the_dispatched_view(call, grad):
+    """A view operation's fake result made from its kernel's view (``GraphBuilder._view_of``, then made
+    again from the memo) is the dispatched one: sizes, strides, offset, dtype, a view of the same base
+    sharing its storage and version counter; what dispatching refuses is refused."""
+    from dynacap.errors import GraphBreak
+    from dynacap.graph import GraphBuilder
+
+    target, rest = _VIEW_CALLS[call]
+    kind = "call_method" if isinstance(target, str) else "call_function"
+    builder = GraphBuilder()
+    viewed = False  # whether some dispatched result was a view of its argument that autograd does not record
+    with builder.propagating(), torch.set_grad_enabled(grad):
+        for i, make in enumerate(_VIEW_INPUTS * 2):  # twice: made from the kernel, then from the memo
+            real = make().requires_grad_(grad and i % 2 == 0)
+            x = builder.input_tensor(LocalSource(f"x{i}"), real)
+            other = builder.fake_mode.from_tensor(make().requires_grad_(real.requires_grad))
+            try:
+                expected = getattr(other, target)(*rest) if kind == "call_method" else target(other, *rest)
+            except Exception:
+                with pytest.raises(GraphBreak):
+                    builder.call(kind, target, [x, *rest], {}, str(target))
+                continue
+            got = builder.call(kind, target, [x, *rest], {}, str(target)).fake
+            assert _metadata(got) == _metadata(expected)
+            assert (got.untyped_storage()._cdata == x.fake.untyped_storage()._cdata) == \
+                (expected.untyped_storage()._cdata == other.untyped_storage()._cdata)
+            assert (got is x.fake) == (expected is other)
+            viewed |= (expected._is_view() and expected is not other and expected.dtype == other.dtype
+                       and not (grad and real.requires_grad))
+            if expected._is_view():
+                assert got._base is (x.fake._base if x.fake._is_view() else x.fake)
+                assert _metadata(got._base) == _metadata(expected._base)
+                if not real.requires_grad:
+                    version = x.fake._version
+                    with torch.no_grad():
+                        got.add_(1)
+                    assert x.fake._version == version + 1  # one counter, as for the dispatched view
+    assert bool(builder._views) == viewed
+
+
+def test_views_of_a_transformer_and_convnext_block_are_taken_from_kernels():
+    from dynacap.graph import GraphBuilder
+
+    builder = GraphBuilder()
+    with builder.propagating(), torch.no_grad():
+        gamma = builder.input_tensor(LocalSource("gamma"), torch.randn(8))
+        builder.call("call_method", "reshape", [gamma, 1, -1, 1, 1], {}, "reshape")
+        pooled = builder.input_tensor(LocalSource("pooled"), torch.randn(1, 8, 1, 1))
+        builder.call("call_function", torch.flatten, [pooled, 1], {}, "flatten")
+        qkv = builder.input_tensor(LocalSource("qkv"), torch.randn(1, 5, 24))
+        builder.call("call_method", "reshape", [qkv, 1, 5, 3, 2, 4], {}, "reshape")
+    assert len(builder._views) == 3
+
+
 def test_fake_results_are_dispatched_again_under_autocast():
     from dynacap.graph import GraphBuilder
 

@@ -35,7 +35,7 @@ from torch._subclasses.fake_tensor import (
 from ..errors import GraphBreak
 from ..source import Source
 from .effects import MUTATES, may_raise, node_effect, storage_of
-from .results import RESULT_RULES
+from .results import RESULT_RULES, VIEW_OPERATIONS
 from .shapes import SYMBOLIC, NeedsSymbolicShapes, SymbolicShapes
 
 _FAKE_KEY = torch._C._TorchDispatchModeKey.FAKE
@@ -93,6 +93,8 @@ class GraphBuilder:
         #: The same key -> (index among the argument tensors of the one returned, whether its version
         #: went up): an operation returning one of its arguments (in place, ``dropout`` in eval mode).
         self._returns: dict = {}
+        #: The same key -> (sizes, strides, offset) of a view of the first argument (``_view_of``).
+        self._views: dict = {}
 
     def propagating(self):
         """Context manager: the fake mode, active for a whole trace."""
@@ -335,6 +337,14 @@ class GraphBuilder:
                 if bumped:  # what the in-place kernel's dispatch does (views share the counter)
                     torch._C._autograd._unsafe_set_version_counter((fake,), (fake._version + 1,))
                 return fake
+            if target in VIEW_OPERATIONS:
+                view = self._views.get(key)
+                if view is None:
+                    view = self._view_of(kind, target, fake_args, fake_kwargs)
+                    if view is not None:
+                        self._views[key] = view
+                if view is not None:
+                    return self._faking(fake_args[0].as_strided, *view)
         else:
             key = None
         before = _states(tensors) if key is not None else None
@@ -353,6 +363,27 @@ class GraphBuilder:
                 if returned is not None:
                     self._returns[key] = returned
         return fake
+
+    def _view_of(self, kind: str, target, fake_args: list, fake_kwargs: dict):
+        """``(sizes, strides, offset)`` of the view of ``fake_args[0]`` a view operation returns, from its
+        kernel run on the fake's meta storage (as fake propagation runs it, less the Python decompositions);
+        None when that is no new view of the argument with its dtype (``reshape`` copying, ``flatten`` of a
+        1-d tensor returning it), the operation raises, or autograd would record it (its ``grad_fn``)."""
+        x = fake_args[0] if fake_args else None
+        if (type(x) is not FakeTensor or x.layout is not torch.strided or x.constant is not None or 0 in x.shape
+                or x.is_conj() or x.is_neg() or (torch.is_grad_enabled() and x.requires_grad)):
+            return None
+        call = target if kind == "call_function" else getattr(torch.Tensor, target)
+        try:
+            with in_kernel_invocation_manager(self.fake_mode):
+                out = call(*fake_args, **fake_kwargs)
+        except Exception:  # dispatching raises it, with fake propagation's message
+            return None
+        base = x._base if x._is_view() else x
+        if (type(out) is not torch.Tensor or out is x or not out._is_view() or out._base is not base
+                or out.dtype != x.dtype):
+            return None
+        return tuple(out.shape), out.stride(), out.storage_offset()
 
     def _remake(self, shape, stride, dtype, device, view) -> FakeTensor:
         """A new fake of the metadata ``_fresh`` recorded: a view (``view``: its offset) of a new base

@@ -183,6 +183,16 @@ def _conv2d_result(args: list, kwargs: dict):
     return _new((x.shape[0], weight.shape[0], *spatial), x)
 
 
+#: View operations (functions, and methods by name) whose view of their first argument fake propagation
+#: may take from the operation's own kernel run on the fake's meta storage (``GraphBuilder._view_of``):
+#: the same sizes, strides and offset, without the Python decompositions fake dispatch runs for several
+#: of them (``view``, ``reshape``, ``flatten`` and ``squeeze`` go through ``torch._refs``, a millisecond
+#: or more per new shape); the view itself is then made by one ``as_strided`` of the argument.
+VIEW_OPERATIONS = frozenset({
+    "view", "reshape", "flatten", "unflatten", "squeeze", "unsqueeze", "transpose", "permute", "t", "expand",
+    torch.reshape, torch.flatten, torch.squeeze, torch.unsqueeze, torch.transpose, torch.permute, torch.t,
+})
+
 #: Functions whose fake result is known from their arguments' metadata in common cases (``_propagate``).
 RESULT_RULES = {
     torch.nn.functional.batch_norm: _batch_norm_result,
