@@ -398,3 +398,74 @@ def test_closure_rebuilt_at_a_break_is_guarded_by_its_parts():
 
     diff = run_differential(fn, torch.ones(2))
     assert diff.graph_count == 1
+
+
+def _local_dataclass(x, log, frozen):
+    import dataclasses
+
+    @dataclasses.dataclass(frozen=frozen)
+    class LocD:
+        t: torch.Tensor
+        n: int = 1
+
+        def total(self):
+            return self.t * self.n
+
+    lo = LocD(x + 1, 2)
+    lo = dataclasses.replace(lo, n=lo.n + 1)
+    n = len(dataclasses.fields(lo)) + (lo == LocD(lo.t, lo.n)) + len(dataclasses.asdict(lo))
+    log.append(lo)
+    return lo.total() + n
+
+
+@pytest.mark.parametrize("frozen", [False, True])
+def test_local_dataclass_leaves_the_graph(frozen):
+    """A dataclass made in the frame whose object escapes (into an input list): made again at run time and
+    completed by the decorator there, as eager's; one graph."""
+    import dataclasses
+
+    import dynacap
+
+    dynacap.reset()
+    counting = CountingBackend()
+    compiled = dynacap.optimize(_local_dataclass, backend=counting)
+    for _ in range(2):
+        x = torch.randn(3)
+        e_log, c_log = [], []
+        expected = _local_dataclass(x, e_log, frozen)
+        got = compiled(x, c_log, frozen)
+        torch.testing.assert_close(got, expected)
+        e, c = e_log[0], c_log[0]
+        assert type(c) is not type(e) and repr(type(c)) == repr(type(e))
+        assert [f.name for f in dataclasses.fields(c)] == ["t", "n"] and c.n == e.n == 3
+        torch.testing.assert_close(c.total(), e.total())
+        assert c == type(c)(c.t, 3) and dataclasses.replace(c, n=5).n == 5
+        assert type(c).__dataclass_params__.frozen is frozen
+        if frozen:
+            with pytest.raises(dataclasses.FrozenInstanceError):
+                c.n = 1
+    assert counting.compiles == 1
+    assert _reasons(_local_dataclass, torch.randn(3), [], frozen) == []
+
+
+def test_local_dataclass_changed_after_decoration_breaks():
+    """A field default changed on the class after ``@dataclass``: re-decorating would read the new default,
+    so the escaping class is not made again (a break), and the object is eager's."""
+    import dataclasses
+
+    def fn(x, log):
+        @dataclasses.dataclass
+        class LocD:
+            t: torch.Tensor
+            n: int = 1
+
+        LocD.n = 7
+        log.append(LocD(x))
+        return x + 1
+
+    log = []
+    dynacap_result = __import__("dynacap").optimize(fn, backend=CountingBackend())(torch.ones(2), log)
+    torch.testing.assert_close(dynacap_result, torch.ones(2) + 1)
+    made = log[0]
+    assert made.n == 1 and type(made).n == 7  # eager's __init__ default stays 1
+    assert any("after its decorator completed it" in r for r in _reasons(fn, torch.ones(2), []))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..errors import GraphBreak
 from .base import Value
-from .classes import MadeClassValue, _fill_class_cells, _real_stand_in, _register, _Stand_in, own_dict
+from .classes import Completion, MadeClassValue, _fill_class_cells, _real_stand_in, _register, _Stand_in, own_dict
 from .constant import ConstantValue
 from .made_descriptors import make_descriptor
 
@@ -132,6 +132,7 @@ def _dataclass_of(tx, args: list[Value]) -> Value:
     if any(k not in own_dict(completed) for k in real_ns if k != "__qualname__"):  # type() takes __qualname__
         raise GraphBreak(f"@dataclass on {cls_value.describe()} removed a class attribute: not captured")
     tx.ctx.mutations += 1  # the class changes in place (as eager's does)
+    body = dict(cls_value.namespace)
     for name, value in added.items():
         if name in ("__dict__", "__weakref__") or (name == "__doc__" and "__doc__" in own_dict(template)
                                                  and own_dict(template)["__doc__"] == value):
@@ -141,8 +142,15 @@ def _dataclass_of(tx, args: list[Value]) -> Value:
     cls_value.made = {**cls_value.made, id(completed): cls_value}
     _register(tx, cls_value)
     _fill_class_cells(completed, cls_value.namespace)
-    cls_value.not_rebuilt = "a dataclass completed in captured code is not made again after the graph"
+    cls_value.completion = Completion(complete_dataclass, flags, body, dict(cls_value.namespace))
     return cls_value
+
+
+def complete_dataclass(cls: type, options: dict) -> type:
+    """What the rewritten code calls on a dataclass made again at run time: the decorator, as in eager."""
+    import dataclasses
+
+    return dataclasses.dataclass(cls, **options)
 
 
 def _real_annotations(tx, value: Value) -> dict:

@@ -26,6 +26,7 @@ body are ``made_descriptors``' values.
 """
 from __future__ import annotations
 
+import dataclasses
 import types
 import weakref
 
@@ -133,6 +134,9 @@ class MadeClassValue(ConstantValue):
         self.not_rebuilt: str | None = None
         #: Whether an instance or a subclass was made (``@dataclass`` may then no longer change the template).
         self.observed = False
+        #: How a class decorator completed the class in the trace (``@dataclass``: ``class_factories``), to
+        #: complete it again when it is made at run time.
+        self.completion: Completion | None = None
         #: While ``type(name, bases, namespace)`` is being emitted: the new cells of its functions that hold the
         #: class itself (its name, ``__class__``) wait in ``pending_cells`` until it is made.
         self.building = False
@@ -261,6 +265,11 @@ class MadeClassValue(ConstantValue):
     def reconstruct(self, cg) -> None:
         if self.not_rebuilt is not None:
             raise GraphBreak(f"{self.describe()} cannot be made again after the graph: {self.not_rebuilt}")
+        completion = self.completion
+        if completion is not None and (list(self.namespace) != list(completion.completed) or any(
+                value is not completion.completed[name] for name, value in self.namespace.items())):
+            raise GraphBreak(f"{self.describe()} cannot be made again after the graph: the captured code changed it "
+                             "after its decorator completed it")
         if cg.load_shared(self):
             return
         self.building, self.pending_cells = True, []
@@ -277,19 +286,41 @@ class MadeClassValue(ConstantValue):
         cg.load_shared(self)
 
     def _build(self, cg) -> None:
-        """``type(name, bases, namespace)``: the metaclass is ``type`` and nothing runs user code."""
+        """``type(name, bases, namespace)``: the metaclass is ``type`` and nothing runs user code; a class a
+        decorator completed is the body's namespace, completed by the decorator again (``Completion``)."""
+        completion = self.completion
+        if completion is not None:
+            cg.append("PUSH_NULL")
+            cg.load_const(completion.function)
+        namespace = completion.body if completion is not None else self.namespace
         cg.append("PUSH_NULL")
         cg.load_const(type)
         cg.load_const(self.value.__name__)
         for base in self.bases:
             base.reconstruct(cg)
         cg.append("BUILD_TUPLE", len(self.bases))
-        for name, value in self.namespace.items():
+        for name, value in namespace.items():
             cg.load_const(name)
             value.reconstruct(cg)
-        cg.append("BUILD_MAP", len(self.namespace))
+        cg.append("BUILD_MAP", len(namespace))
         cg.append("PRECALL", 3)
         cg.append("CALL", 3)
+        if completion is not None:
+            cg.load_const(completion.options)
+            cg.append("PRECALL", 2)
+            cg.append("CALL", 2)
+
+
+@dataclasses.dataclass
+class Completion:
+    """A class decorator that completed a made class in the trace: ``function(cls, options)`` completes the
+    class made again at run time from ``body`` (the namespace the decorator was given) as it did in the trace,
+    where it left ``completed`` (the namespace the trace must still hold for the two to be the same class)."""
+
+    function: object
+    options: dict
+    body: dict
+    completed: dict
 
 
 def _type_of(value: Value) -> type:
