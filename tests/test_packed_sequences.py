@@ -69,17 +69,19 @@ def test_equal_lengths_and_total_length():
     captured_once(chain(make(), batch_first=False, total_length=7), *inputs([4, 4, 2], batch_first=False))
 
 
-def test_gradients_match_eager():
+@pytest.mark.parametrize("cls", [nn.LSTM, nn.GRU])
+def test_gradients_match_eager(cls):
     def step(model, x, lengths):
-        out = chain(model, enforce_sorted=False)(x, lengths)
-        loss = out[0].pow(2).sum() + out[2].sum()
+        out, h = model(pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False))
+        padded, _ = pad_packed_sequence(out, batch_first=True)
+        loss = padded.pow(2).sum() + (h[0] if isinstance(h, tuple) else h).sum()
         loss.backward()
         return loss, [p.grad for p in model.parameters()]
 
     x, lengths = inputs([2, 5, 4])
-    eager = make(batch_first=True, bidirectional=True)
+    eager = make(cls, batch_first=True, bidirectional=True)
     expected = step(eager, x.clone().requires_grad_(), lengths)
-    model = make(batch_first=True, bidirectional=True)
+    model = make(cls, batch_first=True, bidirectional=True)
     backend = CountingBackend("aot_eager")
     actual = dynacap.optimize(step, backend=backend)(model, x.clone().requires_grad_(), lengths)
     assert_same(expected, actual)
@@ -172,10 +174,7 @@ def test_unsorted_lengths_raise_as_eager():
     assert (out.graph_count, out.graph_break_count) == (1, 0)
 
 
-def test_gru_and_large_lengths_still_break():
-    gru = make(nn.GRU, batch_first=True)
-    run_differential(chain_gru(gru), *inputs([5, 3, 2]))
-    assert explain_captured(chain_gru(gru), *inputs([5, 3, 2])).graph_break_count >= 1
+def test_large_lengths_still_break():
     lstm = make(batch_first=True)
     torch.manual_seed(3)
     lengths = torch.arange(70, 0, -1)
@@ -184,11 +183,29 @@ def test_gru_and_large_lengths_still_break():
     assert out.graph_break_count >= 1
 
 
-def chain_gru(gru):
-    def program(x, lengths):
-        out, h = gru(pack_padded_sequence(x, lengths, batch_first=True))
+@pytest.mark.parametrize("layer", [
+    lambda: make(nn.GRU, batch_first=True),
+    lambda: make(nn.GRU, num_layers=2, bidirectional=True, batch_first=True).double(),
+    lambda: make(nn.RNN, batch_first=True),
+    lambda: make(nn.RNN, nonlinearity="relu", bidirectional=True, batch_first=True)],
+    ids=["gru", "gru2-bi-f64", "rnn-tanh", "rnn-relu-bi"])
+@pytest.mark.parametrize("lengths", [[5, 3, 2], [4, 4, 4]], ids=str)
+def test_gru_and_rnn_bit_for_bit(layer, lengths):
+    rnn = layer()
+    dtype = next(rnn.parameters()).dtype
+
+    def program(x, lengths, h0):
+        out, h = rnn(pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False), h0)
         return pad_packed_sequence(out, batch_first=True), h
-    return program
+
+    x, t = inputs(lengths)
+    h0 = torch.randn(rnn.num_layers * (2 if rnn.bidirectional else 1), len(lengths), 6, dtype=dtype)
+    t = t[[2, 0, 1]]
+    expected = program(x.to(dtype), t, h0)
+    out = explain_captured(program, x.to(dtype), t, h0)
+    assert (out.graph_count, out.graph_break_count) == (1, 0)
+    for e, a in zip([*expected[0], expected[1]], [*out.result[0], out.result[1]]):
+        assert torch.equal(e, a)
 
 
 def test_new_batch_size_keeps_eager_results():

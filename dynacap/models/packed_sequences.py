@@ -1,10 +1,11 @@
 """Packed sequences with batch sizes known at capture time, as tensor operations (traced in the kernels' place).
 
 ``torch._pack_padded_sequence``, ``torch._pad_packed_sequence`` and the
-packed ``LSTM`` kernel read their ``lengths``/``batch_sizes`` on the host, so
-fake tensors cannot run them.  Once those values are known
+packed recurrent kernels (``_VF.lstm``, ``gru``, ``rnn_tanh``, ``rnn_relu``)
+read their ``lengths``/``batch_sizes`` on the host, so fake tensors cannot
+run them.  Once those values are known
 (``values.known_values``, guarded) each is a fixed arrangement of slices,
-concatenations and LSTM cells, written here as ATen's CPU kernels compute
+concatenations and recurrent cells, written here as ATen's CPU kernels compute
 them (the same slices, the same order of additions), so results are eager's.
 ``values.packed_sequences`` decides when these apply; nothing here checks
 arguments.
@@ -44,38 +45,42 @@ def pad(data, batch_sizes, batch_first, padding_value, total_length, lengths):
     return padded, torch.tensor(lengths, dtype=torch.int64)
 
 
-def lstm_module(packed, hx, weights, batch_sizes, num_layers, bidirectional, hidden_size, dropout, training):
-    """``nn.LSTM.forward`` on a ``PackedSequence``: the hidden state in the packed order and back."""
+def recurrent_module(mode, packed, hx, weights, batch_sizes, num_layers, bidirectional, hidden_size, dropout,
+                     training):
+    """``nn.LSTM``/``nn.GRU``/``nn.RNN``'s forward (``mode`` as ``RNNBase.mode``) on a ``PackedSequence``: the
+    hidden state in the packed order and back.  ``weights[i]`` is ``(w_ih, w_hh, b_ih, b_hh)`` of layer
+    ``i // directions``, direction ``i % directions`` (biases may be None)."""
     data, sizes, sorted_indices, unsorted_indices = packed
+    states = 2 if mode == "LSTM" else 1
     if hx is None:
         shape = (num_layers * (2 if bidirectional else 1), batch_sizes[0], hidden_size)
-        h = torch.zeros(shape, dtype=data.dtype, device=data.device)
-        c = torch.zeros(shape, dtype=data.dtype, device=data.device)
+        hidden = [torch.zeros(shape, dtype=data.dtype, device=data.device) for _ in range(states)]
     else:
-        h, c = hx
+        hidden = list(hx) if mode == "LSTM" else [hx]
         if sorted_indices is not None:
-            h, c = h.index_select(1, sorted_indices), c.index_select(1, sorted_indices)
+            hidden = [t.index_select(1, sorted_indices) for t in hidden]
     if batch_sizes[0] == batch_sizes[-1]:
         # Sequences all as long as the longest: eager's kernel runs them as padded ones (its fused CPU kernel).
         flat = [w for group in weights for w in group if w is not None]
         padded = data.reshape(len(batch_sizes), batch_sizes[0], data.shape[1])
-        output, h, c = torch.lstm(padded, (h, c), flat, weights[0][2] is not None, num_layers, dropout, training,
-                                  bidirectional, False)
-        output = output.flatten(0, 1)
+        fused = {"LSTM": torch.lstm, "GRU": torch.gru, "RNN_TANH": torch.rnn_tanh, "RNN_RELU": torch.rnn_relu}[mode]
+        results = fused(padded, tuple(hidden) if mode == "LSTM" else hidden[0], flat, weights[0][2] is not None,
+                        num_layers, dropout, training, bidirectional, False)
+        output, hidden = results[0].flatten(0, 1), list(results[1:])
     else:
-        output, h, c = lstm(data, batch_sizes, h, c, weights, num_layers, bidirectional)
+        output, hidden = _layers(_CELLS[mode], data, batch_sizes, hidden, weights, num_layers, bidirectional)
     if unsorted_indices is not None:
-        h, c = h.index_select(1, unsorted_indices), c.index_select(1, unsorted_indices)
-    return PackedSequence(output, sizes, sorted_indices, unsorted_indices), (h, c)
+        hidden = [t.index_select(1, unsorted_indices) for t in hidden]
+    return PackedSequence(output, sizes, sorted_indices, unsorted_indices), \
+        (tuple(hidden) if mode == "LSTM" else hidden[0])
 
 
-def lstm(data, batch_sizes, hx, cx, weights, num_layers, bidirectional):
-    """``_VF.lstm`` on packed data: ``(output, h_n, c_n)``; ``weights[i]`` is ``(w_ih, w_hh, b_ih, b_hh)`` of
-    layer ``i // directions``, direction ``i % directions`` (biases may be None)."""
+def _layers(cell, data, batch_sizes, hidden, weights, num_layers, bidirectional):
+    """ATen's packed layers on CPU: ``(output, final states)``, the states a list of ``(layers * directions,
+    batch, hidden)`` tensors (h, and c for an LSTM)."""
     directions = 2 if bidirectional else 1
     layer_input = data
-    h_n = []
-    c_n = []
+    finals = []
     for layer in range(num_layers):
         outputs = []
         for direction in range(directions):
@@ -84,22 +89,45 @@ def lstm(data, batch_sizes, hx, cx, weights, num_layers, bidirectional):
             # ATen's CPU kernel computes the input projection of every step at once.
             projected = F.linear(layer_input, w_ih, b_ih)
             run = _reverse_layer if direction else _forward_layer
-            output, h, c = run(projected, batch_sizes, hx[index], cx[index], w_hh, b_hh)
+            output, final = run(cell, projected, batch_sizes, [t[index] for t in hidden], w_hh, b_hh)
             outputs.append(output)
-            h_n.append(h)
-            c_n.append(c)
+            finals.append(final)
         layer_input = torch.cat(outputs, outputs[0].dim() - 1) if bidirectional else outputs[0]
-    return layer_input, torch.stack(h_n), torch.stack(c_n)
+    return layer_input, [torch.stack([final[i] for final in finals]) for i in range(len(hidden))]
 
 
-def _cell(projected, h, c, w_hh, b_hh):
+def _lstm_cell(projected, state, w_hh, b_hh):
+    h, c = state
     gates = F.linear(h, w_hh, b_hh) + projected
     in_gate, forget_gate, cell_gate, out_gate = gates.unsafe_chunk(4, 1)
     c = forget_gate.sigmoid() * c + in_gate.sigmoid() * cell_gate.tanh()
-    return out_gate.sigmoid() * c.tanh(), c
+    return [out_gate.sigmoid() * c.tanh(), c]
 
 
-def _forward_layer(projected, batch_sizes, h, c, w_hh, b_hh):
+def _gru_cell(projected, state, w_hh, b_hh):
+    (h,) = state
+    size = h.shape[1]
+    gates = F.linear(h, w_hh, b_hh)
+    # ATen applies the sigmoids in place on column blocks of its gates: taking them as blocks of a wider
+    # tensor keeps its rows-by-rows loops (a contiguous tensor is one loop, which rounds some lanes apart).
+    reset, update = (gates[:, :2 * size] + projected[:, :2 * size]).unsafe_chunk(2, 1)
+    reset = reset.sigmoid()
+    new = (projected[:, 2 * size:] + gates[:, 2 * size:] * reset).tanh()
+    return [(h - new) * update.sigmoid() + new]
+
+
+def _tanh_cell(projected, state, w_hh, b_hh):
+    return [(F.linear(state[0], w_hh, b_hh) + projected).tanh()]
+
+
+def _relu_cell(projected, state, w_hh, b_hh):
+    return [(F.linear(state[0], w_hh, b_hh) + projected).relu()]
+
+
+_CELLS = {"LSTM": _lstm_cell, "GRU": _gru_cell, "RNN_TANH": _tanh_cell, "RNN_RELU": _relu_cell}
+
+
+def _forward_layer(cell, projected, batch_sizes, state, w_hh, b_hh):
     """Steps in order; a sequence that ends leaves its final state behind (the batch only shrinks)."""
     outputs = []
     finals = []
@@ -109,30 +137,29 @@ def _forward_layer(projected, batch_sizes, h, c, w_hh, b_hh):
         step = projected[offset:offset + size]
         offset += size
         if size < last:
-            finals.append((h[size:last], c[size:last]))
-            h, c = h[:size], c[:size]
+            finals.append([t[size:last] for t in state])
+            state = [t[:size] for t in state]
         last = size
-        h, c = _cell(step, h, c, w_hh, b_hh)
-        outputs.append(h)
-    finals.append((h, c))
+        state = cell(step, state, w_hh, b_hh)
+        outputs.append(state[0])
+    finals.append(state)
     finals.reverse()
-    return torch.cat(outputs), torch.cat([f[0] for f in finals]), torch.cat([f[1] for f in finals])
+    return torch.cat(outputs), [torch.cat([f[i] for f in finals]) for i in range(len(state))]
 
 
-def _reverse_layer(projected, batch_sizes, h0, c0, w_hh, b_hh):
+def _reverse_layer(cell, projected, batch_sizes, initial, w_hh, b_hh):
     """Steps from the last; a sequence joins (with its initial state) at its own last step."""
     outputs = []
     offset = projected.shape[0]
     last = batch_sizes[-1]
-    h, c = h0[:last], c0[:last]
+    state = [t[:last] for t in initial]
     for size in reversed(batch_sizes):
         if size > last:
-            h = torch.cat([h, h0[last:size]])
-            c = torch.cat([c, c0[last:size]])
+            state = [torch.cat([t, t0[last:size]]) for t, t0 in zip(state, initial)]
         step = projected[offset - size:offset]
         offset -= size
         last = size
-        h, c = _cell(step, h, c, w_hh, b_hh)
-        outputs.append(h)
+        state = cell(step, state, w_hh, b_hh)
+        outputs.append(state[0])
     outputs.reverse()
-    return torch.cat(outputs), h, c
+    return torch.cat(outputs), state

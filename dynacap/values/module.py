@@ -237,11 +237,11 @@ class ModuleValue(Value):
     def _call_forward(self, tx, args, kwargs):
         """What ``Module.__call__`` runs once its hooks are done: the forward."""
         m = self.module
-        if isinstance(m, torch.nn.LSTM) and args and is_builtin_layer(m):
-            from .packed_sequences import call_lstm, is_packed
+        if isinstance(m, torch.nn.RNNBase) and args and is_builtin_layer(m):
+            from .packed_sequences import call_recurrent, is_packed
 
             if is_packed(args[0]):
-                return call_lstm(tx, self, args, kwargs)
+                return call_recurrent(tx, self, args, kwargs)
         if isinstance(m, torch.nn.RNNBase) and torch.is_grad_enabled():
             # AOTAutograd cannot trace the fused RNN kernels' backward (mkldnn_rnn_layer).
             raise GraphBreak(f"{self.describe()} runs eagerly while gradients are enabled (recurrent layers "

@@ -1,8 +1,8 @@
-"""Packing, the packed LSTM and unpacking, captured once the lengths are known (``known_values``).
+"""Packing, packed recurrent layers and unpacking, captured once the lengths are known (``known_values``).
 
 ``torch._pack_padded_sequence`` (behind ``pack_padded_sequence``), the
-``nn.LSTM`` forward on a ``PackedSequence`` and ``torch._pad_packed_sequence``
-(behind ``pad_packed_sequence``) become the tensor operations of
+``nn.LSTM``/``GRU``/``RNN`` forward on a ``PackedSequence`` and
+``torch._pad_packed_sequence`` (behind ``pad_packed_sequence``) become the tensor operations of
 ``models.packed_sequences`` when the lengths or batch sizes they read are
 known at capture time: then the packed shapes are static and the whole chain
 is one graph.  Where eager would raise (lengths out of order, longer than the
@@ -91,15 +91,20 @@ def is_packed(value) -> bool:
         return False
 
 
-def call_lstm(tx, layer, args, kwargs):
-    """``layer(packed, hx=None)`` for an ``nn.LSTM`` ``layer`` (a ``ModuleValue``) on a ``PackedSequence``."""
+#: The recurrent layers whose own forward the model stands for.
+RECURRENT_LAYERS = (torch.nn.LSTM, torch.nn.GRU, torch.nn.RNN)
+
+
+def call_recurrent(tx, layer, args, kwargs):
+    """``layer(packed, hx=None)`` for an ``nn.LSTM``/``GRU``/``RNN`` ``layer`` (a ``ModuleValue``) on a
+    ``PackedSequence``."""
     from .containers import TupleValue
 
     m = layer.module
     hx = kwargs.get("hx", args[1] if len(args) > 1 else None)
     if len(args) + len(kwargs) > 2 or (kwargs and set(kwargs) != {"hx"}):
-        raise GraphBreak(f"{layer.describe()} called with arguments LSTM.forward does not take")
-    data, batch_sizes, sorted_indices, unsorted_indices = args[0].iterate(tx)
+        raise GraphBreak(f"{layer.describe()} called with arguments its forward does not take")
+    data, batch_sizes, _, _ = args[0].iterate(tx)
     known = known_values(tx, batch_sizes)
     sizes = _int_list(known) if known is not None else None
     if sizes is None or not _static_tensor(data):
@@ -110,31 +115,38 @@ def call_lstm(tx, layer, args, kwargs):
         raise GraphBreak(f"{layer.describe()} on a PackedSequence {reason}: it runs eagerly")
     directions = 2 if m.bidirectional else 1
     hidden_shape = (m.num_layers * directions, sizes[0], m.hidden_size)
-    if hx is not None and not (_is_none(hx)):
-        states = hx.iterate(tx) if issubclass(hx.python_type(), tuple) else None
-        if states is None or len(states) != 2 or not all(_has_shape(s, hidden_shape, data.fake) for s in states):
-            raise GraphBreak(f"{layer.describe()} on a PackedSequence with a hidden state that is not two "
-                             f"tensors of {list(hidden_shape)} (an error at run time): it runs eagerly")
-        hx = TupleValue(states)
+    if hx is not None and not _is_none(hx):
+        if m.mode == "LSTM":
+            states = hx.iterate(tx) if issubclass(hx.python_type(), tuple) else []
+            hx = TupleValue(states)
+        else:
+            states = [hx]
+        if len(states) != (2 if m.mode == "LSTM" else 1) \
+                or not all(_has_shape(s, hidden_shape, data.fake) for s in states):
+            raise GraphBreak(f"{layer.describe()} on a PackedSequence with a hidden state that is not "
+                             f"{'two tensors' if m.mode == 'LSTM' else 'a tensor'} of {list(hidden_shape)} "
+                             "(an error at run time): it runs eagerly")
     else:
         hx = ConstantValue(None)
     weights = []
-    for index in range(m.num_layers * directions):
-        names = m._all_weights[index]
+    for names in m._all_weights:
         weights.append(TupleValue([layer.getattr(tx, n) for n in names[:2]]
                                   + ([layer.getattr(tx, n) for n in names[2:4]] if m.bias
                                      else [ConstantValue(None), ConstantValue(None)])))
-    return _model(tx, "lstm_module", [args[0], hx, TupleValue(weights), ConstantValue(tuple(sizes)),
-                                      ConstantValue(m.num_layers), ConstantValue(m.bidirectional),
-                                      ConstantValue(m.hidden_size), ConstantValue(float(m.dropout)),
-                                      ConstantValue(m.training)])
+    return _model(tx, "recurrent_module", [ConstantValue(m.mode), args[0], hx, TupleValue(weights),
+                                           ConstantValue(tuple(sizes)), ConstantValue(m.num_layers),
+                                           ConstantValue(m.bidirectional), ConstantValue(m.hidden_size),
+                                           ConstantValue(float(m.dropout)), ConstantValue(m.training)])
 
 
-def _unsupported(m: torch.nn.LSTM, data: torch.Tensor, sizes: list) -> str | None:
+def _unsupported(m: torch.nn.RNNBase, data: torch.Tensor, sizes: list) -> str | None:
     """Why the model does not stand for this layer's packed forward, or None."""
-    if type(m).forward is not torch.nn.LSTM.forward:
+    own = next((cls.forward for cls in RECURRENT_LAYERS if isinstance(m, cls)), None)
+    if own is None or type(m).forward is not own:
         return "has a forward of its own"
-    if m.proj_size:
+    if m.mode not in ("LSTM", "GRU", "RNN_TANH", "RNN_RELU"):
+        return f"has mode {m.mode!r}"
+    if getattr(m, "proj_size", 0):
         return "has a projection (proj_size)"
     if m.training and m.dropout and m.num_layers > 1:
         return "drops out between layers in training"
