@@ -469,3 +469,42 @@ def test_local_dataclass_changed_after_decoration_breaks():
     made = log[0]
     assert made.n == 1 and type(made).n == 7  # eager's __init__ default stays 1
     assert any("after its decorator completed it" in r for r in _reasons(fn, torch.ones(2), []))
+
+
+class FuzzError(Exception):
+    def __init__(self, kind, code):
+        super().__init__(kind)
+        self.code = code
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_missing_attribute_of_an_exception_is_catchable(backend):
+    """``getattr(e, "code", -1)`` on an exception without it (a ValueError) is the default; one that sets it
+    (a user ``__init__``) gives it; ``e.nope`` raises eager's AttributeError, caught; a global is written."""
+    def fn(x):
+        global G_SEEN
+        out = []
+        for exc in (ValueError("a"), FuzzError("u", 7), KeyError("k")):
+            try:
+                raise exc
+            except Exception as e:
+                out.append(getattr(e, "code", -1))
+                out.append(hasattr(e, "zz"))
+        try:
+            ValueError("b").nope
+        except AttributeError as e:
+            out.append(str(e))
+        G_SEEN = len(out)
+        return x + len(out), out
+
+    diff = run_differential(fn, torch.ones(2), backend=CountingBackend(backend))
+    assert diff.graph_count == 1 and G_SEEN == 7
+    assert _breaks(fn, torch.ones(2)) == (1, [])
+
+
+def test_missing_attribute_of_an_exception_uncaught_raises():
+    """Uncaught, the AttributeError is eager's (a break: the frame runs eagerly)."""
+    def fn(x):
+        return x + ValueError("a").code
+
+    run_differential(fn, torch.ones(2))

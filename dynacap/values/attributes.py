@@ -26,7 +26,9 @@ def has_attribute(tx, value, name: str) -> bool | None:
             return stored is not DELETED  # a Python attribute this trace assigned (or deleted)
         # Absent unless the tensor has one of its own (set before the call: then the answer is not known here).
         return False if isinstance(value.missing_attribute(tx, name), AttributeMissing) else None
-    if isinstance(value, ObjectValue):
+    from .exceptions import ExceptionValue
+
+    if isinstance(value, (ObjectValue, ExceptionValue)):  # an exception made in the trace: its attributes known
         try:
             value.getattr(tx, name)
         except AttributeMissing as e:

@@ -225,6 +225,11 @@ class ExceptionValue(Value):
                 break
         if name == "value" and issubclass(self.cls, StopIteration) and self.value_known:
             return self.args[0] if self.args else ConstantValue(None)
+        if not any(name in type.__dict__["__dict__"].__get__(klass) for klass in self.cls.__mro__):
+            # Not in its ``__dict__`` (``attributes``: the trace made the object) nor its classes: missing,
+            # as ``getattr(e, "code", -1)`` on a ValueError finds it.
+            raise AttributeMissing(f"{self.describe()} has no attribute {name!r} (AttributeError at run time)",
+                                   message=f"'{tp_name(self.cls):.100}' object has no attribute '{name}'")
         if name in ("errno", "strerror", "filename", "code", "msg", "name", "path", "obj", "value"):
             # Attributes some builtin exception classes set from their arguments.
             raise GraphBreak(f"`.{name}` of {self.describe()} is not captured")
