@@ -1,7 +1,7 @@
 """The values of small integer tensors, known at capture time: for kernels whose output shapes they decide.
 
 ``pack_padded_sequence`` turns its ``lengths`` into ``batch_sizes``, and the
-packed LSTM and ``pad_packed_sequence`` read those: under static shapes the
+packed recurrent layers and ``pad_packed_sequence`` read those: under static shapes the
 packed data's size is a function of those values.  ``known_values`` answers
 them for a tensor of the frame (a CPU integer tensor of at most
 ``INPUT_LIMIT`` elements, guarded on its values, so new values recompile) or
