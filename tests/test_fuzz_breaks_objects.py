@@ -508,3 +508,50 @@ def test_missing_attribute_of_an_exception_uncaught_raises():
         return x + ValueError("a").code
 
     run_differential(fn, torch.ones(2))
+
+
+Pair = collections.namedtuple("Pair", ["t", "n"], defaults=[0])
+
+
+class Summed(Pair):
+    def __add__(self, other):
+        return ("summed", len(other))
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_named_tuple_operators_of_tuple(backend):
+    """``+``/``*``/``==`` on named tuples whose class keeps tuple's methods: tuple's (a plain tuple), one graph;
+    a subclass's own ``__add__`` still answers."""
+    def fn(x, p):
+        a, b = Pair(x, 2), Pair(x * 2, 3)
+        c = a + b
+        return c[2] * c[-1], type(c).__name__, len(a * 2), a == a, p + a, Summed(x, 1) + a, (1, 2) + Pair(1, 2)
+
+    diff = run_differential(fn, torch.ones(2), Pair(1, 2), backend=CountingBackend(backend))
+    assert diff.graph_count == 1
+    assert _breaks(fn, torch.ones(2), Pair(1, 2)) == (1, [])
+
+
+def test_ordered_dict_equality_compares_order():
+    """Two OrderedDicts holding tensors: dict equality of the values, then the order of the keys; a plain dict
+    against one ignores the order; a global written."""
+    def fn(x):
+        global G_SEEN
+        od1 = collections.OrderedDict(a=x, b=1)
+        od2 = collections.OrderedDict(b=1, a=x)
+        od3 = collections.OrderedDict(a=x, b=1)
+        G_SEEN = (od1 == od2, od1 == od3, od1 != od2, od1 != od3, dict(b=1, a=x) == od1, od1 == {"a": x})
+        return x + sum(G_SEEN)
+
+    diff = run_differential(fn, torch.ones(2))
+    assert diff.graph_count == 1 and G_SEEN == (False, True, True, False, True, False)
+    assert _breaks(fn, torch.ones(2)) == (1, [])
+
+
+def test_ordered_dict_equality_of_tensor_values_breaks():
+    """Values that are different tensors: their ``==`` is a tensor, whose truth needs its values (a break)."""
+    def fn(x):
+        return collections.OrderedDict(a=x) == collections.OrderedDict(a=x + 0)
+
+    run_differential(fn, torch.ones(1))
+    assert _breaks(fn, torch.ones(1))[1]

@@ -45,6 +45,9 @@ COMPARE = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operato
 
 def binary_op(tx, symbol: str, a: Value, b: Value) -> Value:
     fn = BINARY[symbol]
+    forward, reflected = _BINARY_DUNDERS[symbol.rstrip("=")]
+    names = (forward, reflected, "__i" + forward[2:])
+    a, b = _plain_tuple(a, names), _plain_tuple(b, names)
     if _object_class(a) is not None or _object_class(b) is not None:
         return _user_binary(tx, symbol, a, b)
     if is_numpy_array(a) or is_numpy_array(b):
@@ -113,6 +116,8 @@ def _fold(fn, symbol: str, a: Value, b: Value) -> Value:
 
 def compare_op(tx, symbol: str, a: Value, b: Value) -> Value:
     fn = COMPARE[symbol]
+    names = _ORDERING.get(symbol, ("__eq__", "__ne__"))
+    a, b = _plain_tuple(a, names), _plain_tuple(b, names)
     if is_numpy_array(a) or is_numpy_array(b):
         return numpy_operator(tx, fn, [a, b], f"`{symbol}`")
     if isinstance(a, TensorValue) or isinstance(b, TensorValue):
@@ -143,9 +148,13 @@ def compare_op(tx, symbol: str, a: Value, b: Value) -> Value:
         equal = sequences_equal(tx, a, b)
         if equal is not None:
             return ConstantValue(equal == (symbol == "=="))
-        if isinstance(a, DictValue) and isinstance(b, DictValue) \
-                and not a.dict_type is b.dict_type is collections.OrderedDict:  # two OrderedDicts compare orders
-            return _dict_equality(tx, "__eq__" if symbol == "==" else "__ne__", a, b)
+        if isinstance(a, DictValue) and isinstance(b, DictValue):
+            if a.dict_type is b.dict_type is collections.OrderedDict:
+                ordered = _ordered_dict_equality(tx, symbol, a, b)
+                if ordered is not None:
+                    return ordered
+            else:
+                return _dict_equality(tx, "__eq__" if symbol == "==" else "__ne__", a, b)
         same = identical(a, b)
         if same is True or same is False and _equal_only_if_identical(a, b):
             return ConstantValue(same if symbol == "==" else not same)
@@ -289,6 +298,26 @@ def _dict_equality(tx, name: str, left: Value, right: Value) -> Value:
             equal = False
             break
     return ConstantValue(equal == (name == "__eq__"))
+
+
+def _ordered_dict_equality(tx, symbol: str, a: DictValue, b: DictValue) -> Value | None:
+    """``odict_richcompare`` of two OrderedDicts: ``dict``'s answer, then (when it says equal) their keys
+    compared pair by pair in order with ``==``; None for keys made of traced objects."""
+    if holds_traced_keys(a.items) or holds_traced_keys(b.items):
+        return None
+    result = _dict_equality(tx, "__eq__" if symbol == "==" else "__ne__", a, b)
+    if result.as_constant() != (symbol == "=="):  # not equal as dicts
+        return result
+    same_order = all(bool(x == y) for x, y in zip(a.items, b.items))
+    return ConstantValue(same_order == (symbol == "=="))
+
+
+def _plain_tuple(v: Value, names) -> Value:
+    """A named tuple whose class keeps tuple's own methods ``names`` (``+``, ``==``): for that operator it is
+    the plain tuple of its items, as tuple's C method sees it (its result a plain tuple)."""
+    if isinstance(v, NamedTupleValue) and all(class_lookup(v.cls, n) is class_lookup(tuple, n) for n in names):
+        return TupleValue(list(v.items))
+    return v
 
 
 def holds_symbolic(v: Value) -> bool:
