@@ -437,6 +437,39 @@ def test_views_of_a_transformer_and_convnext_block_are_taken_from_kernels():
     assert len(builder._views) == 3
 
 
+def test_view_made_without_dispatching_is_the_dispatched_as_strided(monkeypatch):
+    """``fakes.make_view`` gives what dispatching ``as_strided`` gives (a view of the argument's base over
+    its storage, one version counter); a call that raises leaves nothing prepared for the next one."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    from dynacap.graph import GraphBuilder
+    from dynacap.graph.fakes import make_view
+
+    builder = GraphBuilder()
+    mode = builder.fake_mode
+    with builder.propagating(), torch.no_grad():
+        base = builder.fake_of(torch.randn(6, 8))
+        x = base[1:]  # a view with an offset
+        for shape, stride, offset in [((5, 8), (8, 1), 8), ((8, 5), (1, 8), 8), ((2, 2, 4), (16, 4, 1), 12)]:
+            got, expected = make_view(mode, x, shape, stride, offset), x.as_strided(shape, stride, offset)
+            assert _metadata(got) == _metadata(expected)
+            assert got._base is expected._base is base
+            assert got.untyped_storage()._cdata == base.untyped_storage()._cdata
+            version = base._version
+            got.add_(1)
+            assert x._version == base._version == version + 1
+        def refuse(*args):
+            raise RuntimeError("refused before dispatching")
+
+        with monkeypatch.context() as patch:
+            patch.setattr(FakeTensor, "as_strided", refuse, raising=False)
+            with pytest.raises(RuntimeError, match="refused"):
+                make_view(mode, x, (2, 8), (8, 1), 8)
+        assert mode._prepared is None
+        other = x.as_strided((2, 8), (8, 1), 16)
+        assert other._base is base and other.shape == (2, 8)
+
+
 def test_fake_results_are_dispatched_again_under_autocast():
     from dynacap.graph import GraphBuilder
 

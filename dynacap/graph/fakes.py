@@ -1,0 +1,52 @@
+"""The trace's fake mode, and views of fake tensors made without running fake dispatch's Python.
+
+Fake propagation makes many results again from metadata it recorded (``GraphBuilder._propagate``).
+A new tensor is made directly: ``empty_strided`` on the meta device wrapped as a ``FakeTensor``, what
+the mode's dispatch cache does on a hit.  A view cannot be: autograd attaches its view tracking
+(``_base``, the version counter it shares with its base) around the dispatch of a view operation, so
+it must come out of a call.  ``make_view`` makes that call (``as_strided``) and ``TraceFakeMode``
+answers it with the view made as the dispatch cache makes a view operation's result, instead of the
+cache's key hashing and checks (a few hundred µs per call, on every view a model's blocks repeat).
+This module decides nothing about what a result is: the builder does.
+"""
+from __future__ import annotations
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, in_kernel_invocation_manager
+
+_AS_STRIDED = torch.ops.aten.as_strided.default
+
+
+class TraceFakeMode(FakeTensorMode):
+    """A ``FakeTensorMode`` that returns the result ``make_view`` prepared for its one ``as_strided`` call."""
+
+    #: (the tensor viewed, its view's fake) while ``make_view`` calls ``as_strided``, else None.
+    _prepared = None
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False  # the inherited ``__torch_dispatch__`` is already wrapped (once is enough)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        prepared = self._prepared
+        if prepared is not None and func is _AS_STRIDED and args and args[0] is prepared[0]:
+            self._prepared = None
+            return prepared[1]
+        return super().__torch_dispatch__(func, types, args, {} if kwargs is None else kwargs)
+
+
+def make_view(mode: TraceFakeMode, x: FakeTensor, shape, stride, offset: int) -> FakeTensor:
+    """``x.as_strided(shape, stride, offset)`` of a fake ``x`` of ``mode`` that autograd does not record:
+    the dispatch returns a fake over ``x``'s storage made as ``FakeTensorMode`` makes a cached view
+    operation's result (``_get_output_tensor_from_cache_entry``), and autograd makes it a view of ``x``'s
+    base as for any view operation."""
+    if type(mode) is not TraceFakeMode or x.fake_mode is not mode:
+        return x.as_strided(shape, stride, offset)
+    with in_kernel_invocation_manager(mode):
+        meta = torch.empty_strided(shape, stride, dtype=x.dtype, device="meta")
+        meta.set_(x.untyped_storage(), offset, shape, stride)
+    mode._prepared = (x, FakeTensor(mode, meta, x.device))
+    try:
+        return x.as_strided(shape, stride, offset)
+    finally:
+        mode._prepared = None
