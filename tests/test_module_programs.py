@@ -755,6 +755,24 @@ class packed_lstm(nn.Module):
         return out
 
 
+@program(lambda: (torch.randint(0, 20, (4, 6)), [6, 2, 5, 3]))
+class packed_text_encoder(nn.Module):
+    """A text encoder: embeddings of unsorted sequences, a bidirectional GRU over them, mean over the steps."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(20, 8, padding_idx=0)
+        self.gru = nn.GRU(8, 5, num_layers=2, bidirectional=True)
+        self.head = nn.Linear(10, 3)
+
+    def forward(self, tokens, lengths: List[int]):
+        packed = pack_padded_sequence(self.embed(tokens).transpose(0, 1), lengths, enforce_sorted=False)
+        out, hidden = self.gru(packed)
+        out, out_lengths = pad_packed_sequence(out, total_length=tokens.size(1))
+        pooled = out.sum(0) / out_lengths.unsqueeze(1).to(out.dtype)
+        return self.head(pooled), hidden[-2:].transpose(0, 1).flatten(1)
+
+
 @program(X48)
 class spectral_norm_eval(nn.Module):
     def __init__(self):
