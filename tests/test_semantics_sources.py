@@ -1,5 +1,6 @@
 """Semantics regressions (issue 7 items 3, 5, 11): sources read after side effects, aliasing across a
 break, side effects before an op that raises at run time."""
+import inspect
 import sys
 import traceback
 
@@ -501,13 +502,41 @@ def test_mutation_and_side_effects_split_only_where_they_mix():
     def f(x, l):
         y = x * 2
         l.append(1)
-        x.add_(1)  # SPLIT
+        x.index_fill_(0, torch.tensor([0]), 1.0)  # SPLIT: raises on an index out of range
         return y + x
 
     out = dynacap.explain(f)(torch.ones(3), [])
     assert out.graph_count == 2 and out.graph_break_count == 1, out
     assert "program order" in out.break_reasons[0].reason
     run_differential(f, torch.ones(3), [])
+
+
+def inplace_writes_after_an_effect(x, l, k):
+    y = x * k
+    l.append(1)
+    x.add_(k)  # cannot raise once traced: no split
+    x.mul_(y)  # `y` is made in the graph: cannot overlap `x`
+    x.clamp_(-2.0, 2.0)
+    x.add_(x)  # SPLIT: `x` itself (eager allows a full overlap, refuses a partial one: fake tensors do not check)
+    return x
+
+
+def overlapping_write_after_an_effect(x, l):
+    l.append(1)
+    x[1:].add_(x[:-1])  # eager raises
+    return x
+
+
+def test_an_inplace_write_after_an_effect_splits_only_where_it_may_raise():
+    out = dynacap.explain(inplace_writes_after_an_effect)(torch.ones(3), [], 2.0)
+    assert out.graph_break_count == 1 and "program order" in out.break_reasons[0].reason, out
+    lines, first = inspect.getsourcelines(inplace_writes_after_an_effect)
+    split = first + next(i for i, line in enumerate(lines) if "# SPLIT" in line)
+    assert out.break_reasons[0].user_stack[-1].lineno == split, out
+    run_differential(inplace_writes_after_an_effect, torch.ones(3), [], 2.0)
+    # The same exception, list and input as eager's.
+    d = run_differential(overlapping_write_after_an_effect, torch.ones(3), [])
+    assert d.eager.exception is not None
 
 
 class _TrainingBlock(torch.nn.Module):

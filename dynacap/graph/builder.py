@@ -28,13 +28,13 @@ from torch._subclasses.fake_tensor import (
     DataDependentOutputException,
     DynamicOutputShapeException,
     FakeTensor,
+    FakeTensorMode,
     in_kernel_invocation_manager,
 )
 
 from ..errors import GraphBreak
 from ..source import Source
 from .effects import MUTATES, may_raise, node_effect, storage_of
-from .fakes import TraceFakeMode, make_view
 from .results import RESULT_RULES, VIEW_OPERATIONS
 from .shapes import SYMBOLIC, NeedsSymbolicShapes, SymbolicShapes
 
@@ -59,7 +59,8 @@ class GraphBuilder:
         self.graph = fx.Graph()
         #: The trace's ShapeEnv work when some input may be symbolic (dynamic shapes), else None.
         self.shapes = SymbolicShapes() if symbolic else None
-        self.fake_mode = TraceFakeMode(allow_non_fake_inputs=True, shape_env=self.shapes.env if symbolic else None)
+        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True,
+                                        shape_env=self.shapes.env if symbolic else None)
         self.inputs: list[GraphInput] = []
         #: id(input tensor) -> its source's expression; ``inputs`` holds each tensor, so ids stay unique.
         self._input_of_tensor: dict[int, str] = {}
@@ -301,7 +302,7 @@ class GraphBuilder:
         mutates = node_effect(node, self.external, module if kind == "call_module" else None, fake) == MUTATES
         if self.before_node is not None:
             try:
-                self.before_node(mutates, may_raise(node))
+                self.before_node(mutates, may_raise(node, self.external))
             except GraphBreak:
                 self.graph.erase_node(node)
                 raise
@@ -343,7 +344,7 @@ class GraphBuilder:
                     if view is not None:
                         self._views[key] = view
                 if view is not None:
-                    return self._faking(make_view, self.fake_mode, fake_args[0], *view)
+                    return self._faking(fake_args[0].as_strided, *view)
         else:
             key = None
         before = _states(tensors) if key is not None else None
@@ -388,7 +389,7 @@ class GraphBuilder:
         """A new fake of the metadata ``_fresh`` recorded: a view (``view``: its offset) of a new base
         when the operation's result was one."""
         if view is not None:
-            return make_view(self.fake_mode, self._remake(*view[1:], None), shape, stride, view[0])
+            return self._remake(*view[1:], None).as_strided(shape, stride, view[0])
         with in_kernel_invocation_manager(self.fake_mode):
             meta = torch.empty_strided(shape, stride, dtype=dtype, device="meta")
         return FakeTensor(self.fake_mode, meta, device)

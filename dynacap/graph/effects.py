@@ -77,6 +77,12 @@ _METADATA_CHECKED = {
     "transpose", "permute", "flatten", "contiguous", "clone", "t", "unsqueeze", "squeeze", "expand", "cat",
     "stack", "sum", "mean", "detach",
 }
+#: In-place operations of the same kind.  Fake tensors do not check memory overlap, which eager refuses
+#: (an expanded tensor written, an operand overlapping the written tensor), so they count as not raising
+#: only when the written tensor has no internal overlap and each other tensor is a result made in the
+#: graph, not a view of the written one nor of an input (``_overlap_possible``).
+_INPLACE_METADATA_CHECKED = {"add_", "sub_", "mul_", "neg_", "relu_", "sigmoid_", "tanh_", "exp_", "abs_", "clamp_",
+                             "zero_", "iadd", "isub", "imul"}
 #: The dtypes every kernel of those operations has (fake tensors do not check that a kernel exists).
 _CHECKED_DTYPES = (torch.float32, torch.float64)
 #: Device types whose default generators ``modes.restoring_modes_on_error`` saves.
@@ -109,14 +115,27 @@ def node_effect(node: torch.fx.Node, external: set, module: torch.nn.Module | No
 _EFFECT = "dynacap_effect"
 
 
-def may_raise(node: torch.fx.Node) -> bool:
+def may_raise(node: torch.fx.Node, external: set) -> bool:
     """Whether running ``node`` may raise where its fake propagation did not (on the values of its
     tensors, or for a kernel missing for their dtype); True unless it is one of the
-    ``_METADATA_CHECKED`` operations on ``_CHECKED_DTYPES`` tensors."""
-    if node.op not in ("call_function", "call_method") or _name_of(node.target) not in _METADATA_CHECKED:
+    ``_METADATA_CHECKED`` operations (or an ``_INPLACE_METADATA_CHECKED`` one that cannot overlap) on
+    ``_CHECKED_DTYPES`` tensors.  ``external``: storages of the graph's inputs, parameters and buffers."""
+    name = _name_of(node.target)
+    if node.op not in ("call_function", "call_method") or name not in _METADATA_CHECKED \
+            and name not in _INPLACE_METADATA_CHECKED:
         return True
-    tensors = _tensor_args(node) + _tensors_in(node.meta.get("example_value"))
-    return not all(t.dtype in _CHECKED_DTYPES for t in tensors)
+    arguments = _tensor_args(node)
+    if not all(t.dtype in _CHECKED_DTYPES for t in arguments + _tensors_in(node.meta.get("example_value"))):
+        return True
+    return name in _INPLACE_METADATA_CHECKED and _overlap_possible(arguments, external)
+
+
+def _overlap_possible(arguments: list, external: set) -> bool:
+    """Whether eager may refuse an in-place write of ``arguments[0]`` for overlapping memory."""
+    if not arguments or torch._debug_has_internal_overlap(arguments[0]) != 0:
+        return True
+    written = storage_of(arguments[0])
+    return any(storage_of(t) is None or storage_of(t) == written or storage_of(t) in external for t in arguments[1:])
 
 
 def _effect(node, external: set, module) -> str:

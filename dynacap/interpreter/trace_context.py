@@ -84,10 +84,10 @@ class TraceContext:
 
         ``raises``: whether the operation may raise when the graph runs (``graph.effects.may_raise``).
         """
-        self._keep_handlers_reachable(mutates)
+        self._keep_handlers_reachable(mutates, raises)
         self._keep_side_effects_in_order(mutates, raises)
 
-    def _keep_handlers_reachable(self, mutates: bool) -> None:
+    def _keep_handlers_reachable(self, mutates: bool, raises: bool) -> None:
         """Refuse a graph operation whose failure a ``try`` handler could not see (``graph.effects``).
 
         A graph runs outside the frame's ``try`` blocks.  One that changes nothing
@@ -96,7 +96,7 @@ class TraceContext:
         not also hold operations inside a ``try`` block (of the frame or of a
         caller in the inlined chain): the graph is split there.
         """
-        inside = self.running is not None and self.running.inside_try()
+        inside = self.running is not None and self.running.inside_try() and raises
         if inside and (mutates or self.graph.holds_mutation()) or mutates and self.handled_ops:
             raise GraphBreak("an operation inside a try block in a graph that changes an input, parameter or "
                              "buffer (in place, or a running-stat update): the graph is split there so that the "
@@ -120,7 +120,7 @@ class TraceContext:
         """
         if not self.side_effects:
             return
-        if mutates:
+        if mutates and raises:
             raise GraphBreak("an operation that changes an input, parameter or buffer (in place, or a running-stat "
                              "update) after a Python side effect: the graph is split there so that side effects "
                              "keep program order if it raises")
