@@ -555,3 +555,25 @@ def test_ordered_dict_equality_of_tensor_values_breaks():
 
     run_differential(fn, torch.ones(1))
     assert _breaks(fn, torch.ones(1))[1]
+
+
+_END = object()
+
+
+def test_is_between_a_symbolic_int_and_an_object():
+    """``k is _END`` with ``k`` a symbolic int: an int is never that object (False, no break), under
+    automatic dynamic shapes (the third call makes ``k`` symbolic)."""
+    import dynacap
+    from dynacap import hook
+    from dynacap.backends import lookup_backend
+    from dynacap.capture import CaptureContext, CaptureRecord
+
+    def fn(x, k):
+        return x * k if k is not _END else x
+
+    dynacap.reset()
+    record = CaptureRecord()
+    ctx = CaptureContext(lookup_backend("eager"), record=record)
+    for k in (2, 3, 4, 5):
+        torch.testing.assert_close(hook.call_with_callback(ctx.callback, fn, torch.ones(2), k), fn(torch.ones(2), k))
+    assert len(record.graphs) == 2 and record.break_reasons == []

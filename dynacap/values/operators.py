@@ -341,7 +341,7 @@ def _ints(*values: Value) -> list[Value]:
 
 #: Value kinds whose ``python_type()`` is the runtime object's exact type (others may stand for an object
 #: of a type they do not know: a method of a constant, a proxy).
-_EXACT_TYPE = (ConstantValue, ListValue, TupleValue, DictValue, ObjectValue, ModuleValue)
+_EXACT_TYPE = (ConstantValue, ListValue, TupleValue, DictValue, ObjectValue, ModuleValue, SymNumberValue)
 
 
 def identical(a: Value, b: Value) -> bool | None:
