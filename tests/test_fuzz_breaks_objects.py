@@ -577,3 +577,37 @@ def test_is_between_a_symbolic_int_and_an_object():
     for k in (2, 3, 4, 5):
         torch.testing.assert_close(hook.call_with_callback(ctx.callback, fn, torch.ones(2), k), fn(torch.ones(2), k))
     assert len(record.graphs) == 2 and record.break_reasons == []
+
+
+def test_base_exception_init_on_an_exception_from_the_frame():
+    """A user exception's ``__init__`` (``super().__init__(msg)``, then an attribute) run on an exception
+    object from the frame: its ``args`` changed after the graph and read back in it; one graph."""
+    def fn(x, e):
+        FuzzError.__init__(e, "again", 3)
+        return x * len(e.args) + e.code, e.args
+
+    def fresh():
+        return (torch.ones(2), FuzzError("first", 1)), {}
+
+    diff = run_differential(fn, torch.ones(2), FuzzError("first", 1), fresh_inputs=fresh)
+    assert diff.graph_count == 1
+    err = FuzzError("first", 1)
+    import dynacap
+
+    out = dynacap.optimize(fn, backend=CountingBackend())(torch.ones(2), err)
+    assert err.args == ("again",) and err.code == 3 and out[1] == ("again",)
+    assert _reasons(fn, torch.ones(2), FuzzError("first", 1)) == []
+
+
+class KeywordError(Exception):
+    def __init__(self, msg):
+        super().__init__(msg, flag=1)
+
+
+def test_base_exception_init_with_keywords_raises_as_eager():
+    """``BaseException.__init__`` takes no keyword arguments: eager's TypeError (a break)."""
+    def fn(x, e):
+        KeywordError.__init__(e, "m")
+        return x + 1
+
+    run_differential(fn, torch.ones(2), KeywordError.__new__(KeywordError))

@@ -152,6 +152,9 @@ class SuperValue(Value):
 
             if isinstance(instance, ExceptionValue):
                 return _BoundBuiltin(_exception_init, instance, "super().__init__")
+            if attr in _ARGS_INITS and isinstance(instance, ObjectValue) and instance.source is not None \
+                    and isinstance(instance.obj, BaseException):
+                return _BoundBuiltin(_frame_exception_init, instance, "super().__init__")
         getter = _class_attribute(type(attr), "__get__")
         if inspect.isfunction(getter) and not is_class:
             # A descriptor written in Python: its ``__get__(obj, start)`` traced.
@@ -204,6 +207,19 @@ _PLAIN_EXCEPTION_INITS = {k.__dict__["__init__"] for k in (
 def _exception_init(tx, exception, args):
     """``BaseException.__init__(self, *args)``: ``args`` becomes the exception's arguments."""
     exception.args = list(args)
+    return ConstantValue(None)
+
+
+#: ``BaseException.__init__`` itself (``Exception``'s is the same C function): it only sets ``args``.
+_ARGS_INITS = {BaseException.__dict__["__init__"], Exception.__dict__["__init__"]}
+
+
+def _frame_exception_init(tx, exception, args):
+    """``BaseException.__init__`` on an exception object from the frame (its class's ``__init__`` captured on
+    its own): the store of ``args`` (a getset), read back by the trace and replayed after the graph."""
+    from .containers import TupleValue
+
+    tx.record_setattr(exception, "args", TupleValue(list(args)), slot=True)
     return ConstantValue(None)
 
 
