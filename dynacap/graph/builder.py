@@ -28,14 +28,14 @@ from torch._subclasses.fake_tensor import (
     DataDependentOutputException,
     DynamicOutputShapeException,
     FakeTensor,
-    FakeTensorMode,
     in_kernel_invocation_manager,
 )
 
 from ..errors import GraphBreak
 from ..source import Source
 from .effects import MUTATES, may_raise, node_effect, storage_of
-from .results import RESULT_RULES, VIEW_OPERATIONS
+from .fakes import TraceFakeMode, make_view
+from .results import MULTIPLE_VIEWS, RESULT_RULES, VIEW_OPERATIONS
 from .shapes import SYMBOLIC, NeedsSymbolicShapes, SymbolicShapes
 
 _FAKE_KEY = torch._C._TorchDispatchModeKey.FAKE
@@ -59,8 +59,7 @@ class GraphBuilder:
         self.graph = fx.Graph()
         #: The trace's ShapeEnv work when some input may be symbolic (dynamic shapes), else None.
         self.shapes = SymbolicShapes() if symbolic else None
-        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True,
-                                        shape_env=self.shapes.env if symbolic else None)
+        self.fake_mode = TraceFakeMode(allow_non_fake_inputs=True, shape_env=self.shapes.env if symbolic else None)
         self.inputs: list[GraphInput] = []
         #: id(input tensor) -> its source's expression; ``inputs`` holds each tensor, so ids stay unique.
         self._input_of_tensor: dict[int, str] = {}
@@ -302,7 +301,7 @@ class GraphBuilder:
         mutates = node_effect(node, self.external, module if kind == "call_module" else None, fake) == MUTATES
         if self.before_node is not None:
             try:
-                self.before_node(mutates, may_raise(node, self.external))
+                self.before_node(mutates, may_raise(node))
             except GraphBreak:
                 self.graph.erase_node(node)
                 raise
@@ -343,8 +342,10 @@ class GraphBuilder:
                     view = self._view_of(kind, target, fake_args, fake_kwargs)
                     if view is not None:
                         self._views[key] = view
+                if type(view) is list:
+                    return tuple(self._faking(make_view, self.fake_mode, fake_args[0], *v) for v in view)
                 if view is not None:
-                    return self._faking(fake_args[0].as_strided, *view)
+                    return self._faking(make_view, self.fake_mode, fake_args[0], *view)
         else:
             key = None
         before = _states(tensors) if key is not None else None
@@ -365,13 +366,15 @@ class GraphBuilder:
         return fake
 
     def _view_of(self, kind: str, target, fake_args: list, fake_kwargs: dict):
-        """``(sizes, strides, offset)`` of the view of ``fake_args[0]`` a view operation returns, from its
-        kernel run on the fake's meta storage (as fake propagation runs it, less the Python decompositions);
-        None when that is no new view of the argument with its dtype (``reshape`` copying, ``flatten`` of a
-        1-d tensor returning it), the operation raises, or autograd would record it (its ``grad_fn``)."""
+        """``(sizes, strides, offset)`` of the view of ``fake_args[0]`` a view operation returns (a list of
+        them for a tuple of views), from its kernel run on the fake's meta storage (as fake propagation
+        runs it, less the Python decompositions); None when that is no new view of the argument with its
+        dtype (``reshape`` copying, ``flatten`` of a 1-d tensor returning it), the operation raises, or
+        autograd would record it (its ``grad_fn``)."""
         x = fake_args[0] if fake_args else None
-        if (type(x) is not FakeTensor or x.layout is not torch.strided or x.constant is not None or 0 in x.shape
-                or x.is_conj() or x.is_neg() or (torch.is_grad_enabled() and x.requires_grad)):
+        if (type(x) is not FakeTensor or x.fake_mode is not self.fake_mode or x.layout is not torch.strided
+                or x.constant is not None or 0 in x.shape or x.is_conj() or x.is_neg()
+                or (torch.is_grad_enabled() and (x.requires_grad or target in MULTIPLE_VIEWS))):
             return None
         call = target if kind == "call_function" else getattr(torch.Tensor, target)
         try:
@@ -380,16 +383,18 @@ class GraphBuilder:
         except Exception:  # dispatching raises it, with fake propagation's message
             return None
         base = x._base if x._is_view() else x
-        if (type(out) is not torch.Tensor or out is x or not out._is_view() or out._base is not base
-                or out.dtype != x.dtype):
+        views = list(out) if type(out) is tuple and target in MULTIPLE_VIEWS else [out]
+        if not views or any(type(v) is not torch.Tensor or not v._is_view() or v._base is not base
+                            or v.dtype != x.dtype for v in views):
             return None
-        return tuple(out.shape), out.stride(), out.storage_offset()
+        made = [(tuple(v.shape), v.stride(), v.storage_offset()) for v in views]
+        return made if type(out) is tuple else made[0]
 
     def _remake(self, shape, stride, dtype, device, view) -> FakeTensor:
         """A new fake of the metadata ``_fresh`` recorded: a view (``view``: its offset) of a new base
         when the operation's result was one."""
         if view is not None:
-            return self._remake(*view[1:], None).as_strided(shape, stride, view[0])
+            return make_view(self.fake_mode, self._remake(*view[1:], None), shape, stride, view[0])
         with in_kernel_invocation_manager(self.fake_mode):
             meta = torch.empty_strided(shape, stride, dtype=dtype, device="meta")
         return FakeTensor(self.fake_mode, meta, device)

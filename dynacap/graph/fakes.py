@@ -12,13 +12,20 @@ This module decides nothing about what a result is: the builder does.
 from __future__ import annotations
 
 import torch
-from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, in_kernel_invocation_manager
+from torch._subclasses.fake_tensor import (
+    _DISPATCH_META_HANDLERS,
+    FakeTensor,
+    FakeTensorMode,
+    in_kernel_invocation_manager,
+)
 
 _AS_STRIDED = torch.ops.aten.as_strided.default
 
 
 class TraceFakeMode(FakeTensorMode):
-    """A ``FakeTensorMode`` that returns the result ``make_view`` prepared for its one ``as_strided`` call."""
+    """A ``FakeTensorMode`` that returns the result ``make_view`` prepared for its one ``as_strided`` call,
+    and answers metadata queries (``prim.device``: C++ asks it of a fake several times per operation) with
+    the handlers ``FakeTensorMode.dispatch`` answers them with first, without its wrappers."""
 
     #: (the tensor viewed, its view's fake) while ``make_view`` calls ``as_strided``, else None.
     _prepared = None
@@ -28,6 +35,9 @@ class TraceFakeMode(FakeTensorMode):
         return False  # the inherited ``__torch_dispatch__`` is already wrapped (once is enough)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        handler = _DISPATCH_META_HANDLERS.get(func)
+        if handler is not None:
+            return handler(args)
         prepared = self._prepared
         if prepared is not None and func is _AS_STRIDED and args and args[0] is prepared[0]:
             self._prepared = None

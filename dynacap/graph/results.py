@@ -191,7 +191,11 @@ def _conv2d_result(args: list, kwargs: dict):
 VIEW_OPERATIONS = frozenset({
     "view", "reshape", "flatten", "unflatten", "squeeze", "unsqueeze", "transpose", "permute", "t", "expand",
     torch.reshape, torch.flatten, torch.squeeze, torch.unsqueeze, torch.transpose, torch.permute, torch.t,
+    "unbind", "split", "chunk", torch.unbind, torch.split, torch.chunk,
 })
+#: Those of them returning a tuple of views (taken from the kernel only without grad mode: autograd marks
+#: the views of a multi-output operation made with it, which an ``as_strided`` view would not be).
+MULTIPLE_VIEWS = frozenset({"unbind", "split", "chunk", torch.unbind, torch.split, torch.chunk})
 
 #: Functions whose fake result is known from their arguments' metadata in common cases (``_propagate``).
 RESULT_RULES = {
