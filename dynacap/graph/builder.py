@@ -301,7 +301,7 @@ class GraphBuilder:
         mutates = node_effect(node, self.external, module if kind == "call_module" else None, fake) == MUTATES
         if self.before_node is not None:
             try:
-                self.before_node(mutates, may_raise(node))
+                self.before_node(mutates, may_raise(node, self.external))
             except GraphBreak:
                 self.graph.erase_node(node)
                 raise
