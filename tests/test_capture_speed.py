@@ -646,10 +646,13 @@ def _rule_cases():
                            ((1, 4, 8, 8), (4, 2, 3, 3), {"groups": 2, "dilation": 2, "padding": (2, 1)}),
                            ((1, 4, 8, 8), (6, 4, 2, 2), {"stride": 2}), ((1, 4, 3, 3), (6, 4, 3, 3), {}),
                            ((1, 4, 2, 2), (6, 4, 3, 3), {}),  # no output: raises
-                           ((1, 4, 5, 5), (6, 4, 3, 3), {"padding": "same"})]:
+                           ((1, 4, 5, 5), (6, 4, 3, 3), {"padding": "same"}),
+                           ((2, 4, 5, 5), (1, 4, 3, 3), {}), ((1, 1, 4, 4), (1, 1, 1, 1), {})]:
             x, w, b = t(*xs, dtype=dtype), t(*ws, dtype=dtype), t(ws[0], dtype=dtype)
+            nhwc = strided(t(xs[0], xs[2], xs[3], xs[1], dtype=dtype), lambda v: v.permute(0, 3, 1, 2))
             cases += [(F.conv2d, [x, w, b], kw), (F.conv2d, [x, w], kw), (F.conv2d, [cl(x), w, b], kw),
-                      (F.conv2d, [x, cl(w), b], kw), (F.conv2d, [strided(x, lambda v: v.transpose(2, 3)), w], kw)]
+                      (F.conv2d, [x, cl(w), b], kw), (F.conv2d, [strided(x, lambda v: v.transpose(2, 3)), w], kw),
+                      (F.conv2d, [nhwc, w, b], kw), (F.conv2d, [nhwc, cl(w)], kw)]
     cases += [(F.conv2d, [t(1, 4, 5, 5), t(6, 4, 3, 3, dtype=torch.float64)], {}),
               (F.conv2d, [t(1, 4, 5, 5), t(6, 3, 3, 3)], {}), (F.conv2d, [t(4, 5, 5), t(6, 4, 3, 3)], {})]
     return cases

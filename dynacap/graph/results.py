@@ -154,18 +154,29 @@ def _pair(v):
     return None
 
 
+def _channels_last(shape) -> tuple:
+    """The strides ``torch.empty(shape, memory_format=torch.channels_last)`` has (4-d)."""
+    n, c, h, w = shape
+    return (h * w * c, 1, w * c, c)
+
+
 def _conv2d_result(args: list, kwargs: dict):
-    """``F.conv2d`` of a dense 4-d input with a dense weight (and bias) of its dtype, numeric padding:
-    a new tensor of the convolution's output shape, contiguous when the backend fake tensors ask for
+    """``F.conv2d`` of a 4-d input dense in the contiguous or the channels-last format (a permuted NHWC
+    tensor) with a dense weight (and bias) of its dtype, numeric padding: a new tensor of the
+    convolution's output shape in the memory format the backend fake tensors ask for picks
     (``_select_conv_backend``, ``_conv_determine_backend_memory_format``: the calls fake propagation
-    makes) keeps the contiguous format; a channels-last choice is dispatched."""
+    makes, which then converts the contiguous result with ``.to(memory_format=...)``)."""
     bound = _bind(("input", "weight", "bias", "stride", "padding", "dilation", "groups"), (None, 1, 0, 1, 1),
                   args, kwargs)
     if bound is None:
         return None
     x, weight, bias, stride, padding, dilation, groups = bound
     stride, padding, dilation = _pair(stride), _pair(padding), _pair(dilation)
-    if (not _dense(x) or x.dim() != 4 or not _dense(weight, x) or weight.dim() != 4 or None in (stride, padding, dilation)
+    if type(x) is FakeTensor and x.dim() == 4 and not _dense(x) and x.stride() == _channels_last(x.shape):
+        x_dense = x.layout is torch.strided and x.dtype in NORM_DTYPES and x.constant is None and 0 not in x.shape
+    else:
+        x_dense = _dense(x)
+    if (not x_dense or x.dim() != 4 or not _dense(weight, x) or weight.dim() != 4 or None in (stride, padding, dilation)
             or type(groups) is not int or groups < 1 or min(stride) < 1 or min(dilation) < 1 or min(padding) < 0
             or x.shape[1] != weight.shape[1] * groups or weight.shape[0] % groups or _records_grad(x, weight, bias)):
         return None
@@ -178,9 +189,13 @@ def _conv2d_result(args: list, kwargs: dict):
     backend = torch._C._select_conv_backend(x, weight, stride=list(stride), padding=list(padding),
                                             dilation=list(dilation), transposed=False, output_padding=[0, 0],
                                             groups=groups, bias=bias)
-    if torch._C._conv_determine_backend_memory_format(x, weight, backend) != torch.contiguous_format:
+    shape = (x.shape[0], weight.shape[0], *spatial)
+    memory_format = torch._C._conv_determine_backend_memory_format(x, weight, backend)
+    if memory_format == torch.channels_last:
+        return (torch.Size(shape), _channels_last(shape), x.dtype, x.device, None)
+    if memory_format not in (torch.contiguous_format, torch.channels_last):
         return None
-    return _new((x.shape[0], weight.shape[0], *spatial), x)
+    return _new(shape, x)
 
 
 #: View operations (functions, and methods by name) whose view of their first argument fake propagation
