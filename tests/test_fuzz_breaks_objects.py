@@ -611,3 +611,54 @@ def test_base_exception_init_with_keywords_raises_as_eager():
         return x + 1
 
     run_differential(fn, torch.ones(2), KeywordError.__new__(KeywordError))
+
+
+def test_identity_of_functions_made_in_the_trace():
+    """A function made by ``MAKE_FUNCTION`` is only itself: ``wraps``' ``__wrapped__`` is another function, a
+    function read back from a list is the same one; one graph."""
+    import functools
+
+    def fn(x):
+        def deco(f):
+            @functools.wraps(f)
+            def inner(t):
+                return f(t) * 2
+            return inner
+
+        @deco
+        def hw(t):
+            return t + 1
+
+        held = [hw]
+        flags = (hw.__wrapped__ is not hw, held[0] is hw, hw.__wrapped__ is hw.__wrapped__, deco is not hw)
+        return hw(x) * sum(flags), flags
+
+    diff = run_differential(fn, torch.ones(2))
+    assert diff.graph_count == 1 and diff.result[1] == (True, True, True, True)
+    assert _breaks(fn, torch.ones(2)) == (1, [])
+
+
+class Acc:
+    def __init__(self, t):
+        self.t = t
+
+    def add(self, v):
+        self.t = self.t + v
+        return self
+
+
+def test_bound_method_identity_across_a_break():
+    """After a break (``.item()``), a bound method and its object come from the resume's arguments: its
+    ``__func__`` is the class's function (identity guarded) and ``==`` another bound method of the same
+    object (guarded as a relation between them); no more breaks."""
+    def fn(x, y):
+        ob = Acc(y)
+        m = getattr(ob, "add")
+        m(x).add(round(x.amax().item(), 2))
+        flags = (m.__func__ is Acc.add, m == ob.add, m.__self__ is ob, m == Acc(y).add)
+        return ob.t * sum(flags), flags
+
+    diff = run_differential(fn, torch.ones(2), torch.ones(2))
+    assert diff.result[1] == (True, True, True, False)
+    reasons = _breaks(fn, torch.ones(2), torch.ones(2))[1]
+    assert len(reasons) == 1 and ".item()" in reasons[0], reasons

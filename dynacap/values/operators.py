@@ -22,7 +22,7 @@ from .keyed_dicts import KeyedDictValue
 from .module import ModuleValue
 from .numpy_ns import is_numpy_array, numpy_operator
 from .enums import EnumMemberValue
-from .functions import BoundMethodValue
+from .functions import BoundMethodValue, UserFunctionValue
 from .instance_dicts import NewInstanceDictValue
 from .namespaces import GlobalsValue
 from .protocols import IdValue, holds_traced_keys
@@ -131,6 +131,8 @@ def compare_op(tx, symbol: str, a: Value, b: Value) -> Value:
     if symbol in ("==", "!=") and isinstance(a, BoundMethodValue) and isinstance(b, BoundMethodValue):
         # ``method_richcompare``: the same function bound to the same object (``im_self`` by identity).
         same = [identical(a.function, b.function), identical(a.self_value, b.self_value)]
+        if same[1] is None:
+            same[1] = identical_by_guard(tx, a.self_value, b.self_value)
         if None in same:
             raise GraphBreak(f"comparing {a.describe()} {symbol} {b.describe()} cannot be decided while capturing")
         return ConstantValue(all(same) if symbol == "==" else not all(same))
@@ -359,6 +361,9 @@ def identical(a: Value, b: Value) -> bool | None:
     if isinstance(a, NewObjectValue) or isinstance(b, NewObjectValue):
         # Made by the trace: one Value wherever it is held, and nothing that existed before.
         return False
+    if isinstance(a, UserFunctionValue) and isinstance(b, UserFunctionValue) \
+            and (a.made is not None or b.made is not None):
+        return a.fn is b.fn  # ``MAKE_FUNCTION`` in the trace makes a new function: only itself is it
     if _made_container(a) and _made_container(b) or _made_container(a) and b.source is not None \
             or _made_container(b) and a.source is not None:
         # A list or dict made by the trace is a new object, one Value wherever it is held.

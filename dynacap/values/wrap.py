@@ -164,9 +164,10 @@ def wrap(tx, obj, source: Source | None) -> Value:
         return FrameRangeIterator(tx, obj, source)
     value = _object_value(tx, obj, source)
     if source is not None:
-        # A function reached from such an argument (a cell of a closure rebuilt before the resume) is new
-        # on each call too.
-        reach = source.root() if isinstance(value, UserFunctionValue) else source
+        # A nested function reached from such an argument (in a cell of a closure rebuilt before the resume)
+        # is new on each call too; a module's function or a class's method keeps its identity guard.
+        reach = source.root() if isinstance(value, UserFunctionValue) and "<locals>" in value.fn.__qualname__ \
+            else source
         if _made_by_previous_stage(tx, reach) and _guard_by_parts(tx, value, source):
             return value
         if isinstance(value, ObjectValue):
