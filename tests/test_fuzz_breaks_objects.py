@@ -662,3 +662,36 @@ def test_bound_method_identity_across_a_break():
     assert diff.result[1] == (True, True, True, False)
     reasons = _breaks(fn, torch.ones(2), torch.ones(2))[1]
     assert len(reasons) == 1 and ".item()" in reasons[0], reasons
+
+
+def _record_calls(fn, calls):
+    """Run ``fn(*args)`` for each ``args`` under one capture context; the record (graphs, breaks)."""
+    import dynacap
+    from dynacap import hook
+    from dynacap.backends import lookup_backend
+    from dynacap.capture import CaptureContext, CaptureRecord
+
+    dynacap.reset()
+    record = CaptureRecord()
+    ctx = CaptureContext(lookup_backend("eager"), record=record)
+    for args in calls:
+        expected = fn(*args)
+        got = hook.call_with_callback(ctx.callback, fn, *args)
+        assert type(got) is type(expected)
+        for e, g in zip(expected, got):
+            if isinstance(e, torch.Tensor):
+                torch.testing.assert_close(g, e)
+            else:
+                assert g == e
+    return record
+
+
+def test_percent_format_of_a_symbolic_number():
+    """``"%s-%.2f" % (k, k)`` once ``k`` is symbolic: the text needs its value, which specializes it (a
+    guard), as ``"%s" % k`` does; no break."""
+    def fn(x, k):
+        text = "%s-%.2f-%5.1f" % (k, k, 3)
+        return x * len(text), text
+
+    record = _record_calls(fn, [(torch.ones(2), k) for k in (2, 3, 4, 5)])
+    assert record.break_reasons == []

@@ -67,8 +67,9 @@ def binary_op(tx, symbol: str, a: Value, b: Value) -> Value:
         return tx.graph.call("call_function", BINARY[symbol.rstrip("=")], _ints(a, b), {}, f"`{symbol}`")
     # ``str % x`` only reads ``x`` (a new string; a dict or list operand is never changed nor returned).
     formats = symbol in ("%", "%=") and a.is_constant() and type(a.as_constant()) in (str, bytes)
+    # A text needs the numbers' values: formatting a symbolic one specializes it, as ``"%s" % k`` does.
     if a.is_constant() and b.is_constant() and not (holds_mutable(a) or holds_mutable(b) and not formats) \
-            and not (holds_symbolic(a) or holds_symbolic(b)):
+            and (formats or not (holds_symbolic(a) or holds_symbolic(b))):
         return _fold(fn, symbol, a, b)
     if isinstance(a, DictValue) and symbol in ("|", "|="):
         from .container_methods import dict_union
