@@ -695,3 +695,28 @@ def test_percent_format_of_a_symbolic_number():
 
     record = _record_calls(fn, [(torch.ones(2), k) for k in (2, 3, 4, 5)])
     assert record.break_reasons == []
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_str_format_reads_only_the_fields_it_names(backend):
+    """``"{k}".format(**locals())`` with tensors among the locals: only ``k`` is read (a constant), as
+    ``str.format`` reads only the fields its template names; one graph, eager's text in a global."""
+    def fn(x, k):
+        global G_SEEN
+        a = "{k}".format(**locals())
+        b = "{}-{}".format(k, 2) + "{0}{n:>3}".format(k, x, n=3) + "{!r}".format("q")
+        G_SEEN = a + b
+        return x * len(a + b)
+
+    diff = run_differential(fn, torch.ones(2), 3, backend=CountingBackend(backend))
+    assert diff.graph_count == 1 and G_SEEN == "33-23  3'q'"
+    assert _breaks(fn, torch.ones(2), 3) == (1, [])
+
+
+def test_str_format_of_a_tensor_field_breaks():
+    """A field that is a tensor (its text needs its values), or a nested spec: still breaks, eager's text."""
+    def fn(x, k):
+        return x + 1, "{t.shape}|{0:{1}}".format(k, 3, t=x)
+
+    run_differential(fn, torch.ones(2), 3)
+    assert _breaks(fn, torch.ones(2), 3)[1]

@@ -327,6 +327,8 @@ class ConstantMethodValue(MethodOfValue):
 
     def call(self, tx, args, kwargs):
         const = constant_args(args, kwargs)
+        if const is None and self.name == "format" and type(self.owner.as_constant()) is str:
+            const = _format_arguments(self.owner.as_constant(), args, kwargs)
         if const is None:
             from ..models.strings import METHODS
 
@@ -346,6 +348,37 @@ class ConstantMethodValue(MethodOfValue):
         from .wrap import wrap_constant_result
 
         return wrap_constant_result(result, self.describe())
+
+
+def _format_arguments(template: str, args: list[Value], kwargs: dict[str, Value]):
+    """``template.format(*args, **kwargs)``'s arguments as constants where the template names only constant
+    ones (``"{k}".format(**locals())``): ``str.format`` never reads the others, which are passed as None.
+    None when a named one is not a constant, or the template nests fields in a format spec."""
+    import string
+
+    auto = 0
+    used_positions, used_names = set(), set()
+    try:
+        for _, field, spec, _ in string.Formatter().parse(template):
+            if field is None:
+                continue
+            if spec and "{" in spec:
+                return None
+            head = field.split(".", 1)[0].split("[", 1)[0]
+            if head == "":
+                used_positions.add(auto)
+                auto += 1
+            elif head.isdigit():
+                used_positions.add(int(head))
+            else:
+                used_names.add(head)
+    except ValueError:
+        return None  # the real call raises it (with every argument a constant)
+    if any(not args[i].is_constant() for i in used_positions if i < len(args)) \
+            or any(not kwargs[k].is_constant() for k in used_names if k in kwargs):
+        return None
+    return ([a.as_constant() if i in used_positions else None for i, a in enumerate(args)],
+            {k: v.as_constant() if k in used_names else None for k, v in kwargs.items()})
 
 
 class ContainerMethodValue(MethodOfValue):
