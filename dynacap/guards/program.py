@@ -147,6 +147,9 @@ class _Builder:
         #: a parameter's expression takes microseconds to build.  Sources are immutable and each is
         #: held here, so the id names that one source while the builder lives.
         self._exprs: dict[int, tuple] = {}
+        #: id(source) -> (source, its step or None): the same source object read again (a module's, by
+        #: each of its guards) finds its step without its expression.  Held as ``_exprs`` holds them.
+        self._read: dict[int, tuple] = {}
 
     def _expr(self, src: Source) -> str:
         known = self._exprs.get(id(src))
@@ -169,6 +172,14 @@ class _Builder:
         """The step reading ``src`` (None: a source the program cannot read; its guard goes to Python)."""
         if src is None:
             return None
+        known = self._read.get(id(src))
+        if known is not None and known[0] is src:
+            return known[1]
+        step = self._source(src)
+        self._read[id(src)] = (src, step)
+        return step
+
+    def _source(self, src: Source) -> int | None:
         key = self._expr(src)
         if key in self._steps:
             return self._steps[key]
