@@ -720,3 +720,31 @@ def test_str_format_of_a_tensor_field_breaks():
 
     run_differential(fn, torch.ones(2), 3)
     assert _breaks(fn, torch.ones(2), 3)[1]
+
+
+def test_operator_callables_leave_the_graph_as_eagers():
+    """``itemgetter``/``attrgetter``/``methodcaller`` made in the trace (their models' functions) are made
+    again as the real C objects when they leave it: on the stack at a break (``.item()`` in the call's
+    argument), returned, stored in a global."""
+    import operator
+
+    def fn(x, y):
+        g = operator.itemgetter(1, 0)
+        n = g((round(y.sum().item(), 2), 3))[0]
+        G_FUNCS.append(operator.attrgetter("shape", "t.shape"))
+        return x * n, g, operator.methodcaller("add", 1, alpha=2), operator.itemgetter(2)
+
+    import dynacap
+
+    G_FUNCS.clear()
+    expected = fn(torch.ones(2), torch.ones(2))
+    got = dynacap.optimize(fn, backend=CountingBackend())(torch.ones(2), torch.ones(2))
+    again = dynacap.optimize(fn, backend=CountingBackend())(torch.ones(2), torch.ones(2))
+    torch.testing.assert_close(got[0], expected[0])
+    assert [repr(v) for v in got[1:]] == [repr(v) for v in expected[1:]] == [repr(v) for v in again[1:]]
+    assert [type(v) for v in got[1:]] == [operator.itemgetter, operator.methodcaller, operator.itemgetter]
+    assert repr(got[2]) == "operator.methodcaller('add', 1, alpha=2)" and got[1]((1, 2)) == (2, 1)
+    assert [repr(f) for f in G_FUNCS] == ["operator.attrgetter('shape', 't.shape')"] * 3
+    out = dynacap.explain(fn)(torch.ones(2), torch.ones(2))
+    reasons = [str(b.reason) for b in out.break_reasons]
+    assert out.graph_count == 2 and len(reasons) == 1 and ".item()" in reasons[0], reasons  # resumed after it

@@ -3,7 +3,8 @@
 Each model does what the C function does, by the same Python operation (``a += b`` calls
 ``__iadd__`` and falls back to ``__add__`` as ``operator.iadd`` does), so the interpreter's own
 semantics of the operation apply.  ``itemgetter``/``attrgetter``/``methodcaller`` return a function
-made in the trace (one made there never leaves the graph: a break there is clean).
+made in the trace; one that leaves the graph is made again as the real C object from its cells
+(``values.functions._rebuilt_as``).
 """
 from __future__ import annotations
 
@@ -261,7 +262,7 @@ def ixor(a, b, /):
     return a
 
 
-# -- callables: functions made in the trace (they never leave the graph: a break there is clean) ----------------------
+# -- callables: functions made in the trace (leaving it, made again as the C objects: values.functions) ------------
 def itemgetter(*items):
     if not items:
         raise TypeError("itemgetter expected 1 argument, got 0")

@@ -181,6 +181,10 @@ class UserFunctionValue(Value):
         if made is None or self.source is not None:
             super().reconstruct(cg)
             return
+        rebuild = _rebuilt_as(made.code) if self.closure_cells is not None else None
+        if rebuild is not None and all(box.peek() is not None for box in self.closure_cells):
+            cg.build_once(self, lambda cg: cg.call(rebuild, *(box.peek() for box in self.closure_cells)))
+            return
         if self.closure_cells is not None and (is_installed_library(made.code.co_filename)
                                                or not all(_new_cell_ok(box) for box in self.closure_cells)):
             # A library's closure (dynacap's models included) holds state its own objects rebuilt here would
@@ -232,6 +236,57 @@ class UserFunctionValue(Value):
             cg.append("SWAP", 2)
             cg.append("STORE_ATTR", name)
         return new_cells
+
+
+def _rebuilt_as(code: types.CodeType):
+    """For a function ``operator``'s models make (``models.operators``: ``itemgetter``'s ``get_items``...), the
+    real C callable eager holds, made again from the function's cells' contents (``co_freevars`` order);
+    None for any other code."""
+    if not _REBUILT:
+        import operator
+
+        from ..models import operators as models
+
+        def made_by(model, name):
+            return next(c for c in model.__code__.co_consts if isinstance(c, types.CodeType) and c.co_name == name)
+
+        _REBUILT.update({
+            made_by(models.itemgetter, "get_item"): operator.itemgetter,
+            made_by(models.itemgetter, "get_items"): _itemgetter_of,
+            made_by(models.attrgetter, "get_attr"): _attrgetter_of,
+            made_by(models.attrgetter, "get_attrs"): _attrgetter_of_paths,
+            made_by(models.methodcaller, "call_method"): _methodcaller_of,
+        })
+        assert [c.co_freevars for c in _REBUILT] == [("item",), ("items",), ("path",), ("paths",),
+                                                      ("args", "kwargs", "name")], "models.operators changed"
+    return _REBUILT.get(code)
+
+
+_REBUILT: dict = {}
+
+
+def _itemgetter_of(items):
+    import operator
+
+    return operator.itemgetter(*items)
+
+
+def _attrgetter_of(path):
+    import operator
+
+    return operator.attrgetter(".".join(path))
+
+
+def _attrgetter_of_paths(paths):
+    import operator
+
+    return operator.attrgetter(*(".".join(path) for path in paths))
+
+
+def _methodcaller_of(args, kwargs, name):
+    import operator
+
+    return operator.methodcaller(name, *args, **kwargs)
 
 
 def _new_cell_ok(box) -> bool:
