@@ -748,3 +748,28 @@ def test_operator_callables_leave_the_graph_as_eagers():
     out = dynacap.explain(fn)(torch.ones(2), torch.ones(2))
     reasons = [str(b.reason) for b in out.break_reasons]
     assert out.graph_count == 2 and len(reasons) == 1 and ".item()" in reasons[0], reasons  # resumed after it
+
+
+def test_closure_over_a_deleted_argument_leaves_the_graph_empty():
+    """``del x`` of an argument a closure holds: the rebuilt closure's cell is empty, as eager's (NameError when
+    called); an argument never read in the trace is the one the call passed."""
+    def fn(x, y):
+        def get():
+            return x
+
+        def other():
+            return y
+
+        x + 1
+        del x
+        return get, other
+
+    import dynacap
+
+    get, other = dynacap.optimize(fn, backend=CountingBackend())(torch.ones(2), 5)
+    with pytest.raises(NameError, match="free variable 'x'"):
+        get()
+    assert other() == 5
+    e_get, _ = fn(torch.ones(2), 5)
+    with pytest.raises(NameError, match="free variable 'x'"):
+        e_get()

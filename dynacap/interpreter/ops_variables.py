@@ -92,6 +92,10 @@ class FrameCell(CellBox):
     def frame_returned(self) -> bool:
         return self.owner.return_value is not None
 
+    def unread(self) -> bool:
+        """Whether the contents are still the frame's argument, never read nor changed by the trace."""
+        return self._raw is not CellBox._UNREAD
+
 
 @handles("MAKE_CELL")
 def _make_cell(tx, ins):

@@ -302,8 +302,8 @@ def _fill_cell(cg, box) -> None:
     """``cell.cell_contents = contents`` for a new cell standing for ``box`` (left empty where the variable
     is unbound; a class being made now, the function one of its own, fills it once it is made)."""
     contents = box.peek()
-    if contents is None and box.source is None:
-        return
+    if contents is None and not box.unread():
+        return  # unbound, or deleted (``del x``): eager's cell is empty too
     if getattr(contents, "building", False):
         contents.pending_cells.append(box)  # ``classes.MadeClassValue.reconstruct``
         return
