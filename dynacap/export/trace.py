@@ -54,6 +54,7 @@ class _ExportContext(CaptureContext):
 
     def on_trace(self, tctx) -> None:
         tctx.graph.graph = RecordingGraph(tctx, self.names)
+        tctx.guards_kept = False
 
 
 class _ExportBackend:

@@ -70,6 +70,9 @@ class TraceContext:
     #: Functions made by the trace with a closure: ``id(fn)`` -> ``(fn, the tracer's cell boxes)``, for code
     #: that reaches such a function through a class made in the trace rather than the value made for it.
     made_closures: dict = field(default_factory=dict)
+    #: Whether the trace's guards are kept with what it makes: False under export (an exported program has
+    #: none), so nothing may be read under a guard there (the values of a small tensor: ``known_values``).
+    guards_kept: bool = True
 
     def __post_init__(self):
         self.graph.before_node = self.keep_program_order

@@ -41,9 +41,8 @@ def known_values(tx, value) -> torch.Tensor | None:
     """The values ``value`` (a ``TensorValue``) holds at this point of the trace, or None if they are not
     known at capture time.  A frame tensor they come from is guarded on its values."""
     node = getattr(value, "node", None)
-    if node is None or type(tx.graph.graph) is not torch.fx.Graph:
-        # Export records into a graph of its own (``export.metadata.RecordingGraph``), and an exported
-        # program keeps no guards: the values would be fixed in it for every later input.
+    if node is None or not tx.ctx.guards_kept:
+        # An exported program keeps no guards: the values would be fixed in it for every later input.
         return None
     guards: list = []
     with unset_fake_temporarily():  # the trace runs under the fake mode: these operations run for real
