@@ -773,3 +773,22 @@ def test_closure_over_a_deleted_argument_leaves_the_graph_empty():
     e_get, _ = fn(torch.ones(2), 5)
     with pytest.raises(NameError, match="free variable 'x'"):
         e_get()
+
+
+def test_closure_held_by_a_list_in_its_own_cell():
+    """A function in a list its own closure holds: the list would be built before the function exists, so the
+    cell would get another list; it is a break, and the frame returns eager's aliasing."""
+    def fn(x):
+        fns = []
+
+        def f():
+            return fns
+
+        fns.append(f)
+        return x + 1, fns
+
+    import dynacap
+
+    _, fns = dynacap.optimize(fn, backend=CountingBackend())(torch.ones(1))
+    assert fns[0]() is fns
+    assert any("its own closure" in r for r in _reasons(fn, torch.ones(1)))

@@ -185,6 +185,9 @@ class UserFunctionValue(Value):
         if rebuild is not None and all(box.peek() is not None for box in self.closure_cells):
             cg.build_once(self, lambda cg: cg.call(rebuild, *(box.peek() for box in self.closure_cells)))
             return
+        if self.closure_cells is not None and any(_built_around(box.peek(), self) for box in self.closure_cells):
+            raise GraphBreak(f"{self.describe()} is held by a list or dict in its own closure: it cannot be rebuilt "
+                             "after the graph")
         if self.closure_cells is not None and (is_installed_library(made.code.co_filename)
                                                or not all(_new_cell_ok(box) for box in self.closure_cells)):
             # A library's closure (dynacap's models included) holds state its own objects rebuilt here would
@@ -236,6 +239,25 @@ class UserFunctionValue(Value):
             cg.append("SWAP", 2)
             cg.append("STORE_ATTR", name)
         return new_cells
+
+
+def _built_around(contents: Value | None, function: Value, depth: int = 0) -> bool:
+    """Whether ``contents`` is a list, tuple or dict made in the trace that holds ``function`` (at any depth):
+    such a container is built with its items before it exists, so the cell filled after the function would get
+    a second copy of it."""
+    from .containers import DictValue, SequenceValue
+
+    if contents is function:
+        return depth > 0  # the function itself in its cell (recursion): made before the cell is filled
+    if depth > 20 or getattr(contents, "source", True) is not None:
+        return False
+    if isinstance(contents, SequenceValue):
+        items = contents.items
+    elif isinstance(contents, DictValue):
+        items = list(contents.items.values())
+    else:
+        return False
+    return any(_built_around(item, function, depth + 1) for item in items)
 
 
 def _rebuilt_as(code: types.CodeType):
