@@ -163,11 +163,11 @@ def _effect(node, external: set, module) -> str:
         if _passes_false(node, "training"):
             return PURE
         # ``x.bernoulli_()``, ``dropout(x, inplace=True)``: random and a write of the tensor.
-        return MUTATES if _writes(node) and _writes_external(node, external) else RANDOM
-    return MUTATES if _writes(node) and _writes_external(node, external) else PURE
+        return MUTATES if writes(node) and _writes_external(node, external) else RANDOM
+    return MUTATES if writes(node) and _writes_external(node, external) else PURE
 
 
-def _writes(node) -> bool:
+def writes(node) -> bool:
     """Whether the call may write its tensor arguments."""
     target = node.target
     if node.op == "call_function" and target in _INPLACE_OPERATORS:
@@ -235,7 +235,7 @@ def hidden_mutations(graph: torch.fx.Graph) -> tuple[list[int], list[str]]:
     external = external_storages(graph)
     for node in graph.nodes:
         module = _submodule(graph, node.target) if node.op == "call_module" else None
-        if node_effect(node, external, module) != MUTATES or not _writes(node) or node.op == "call_module":
+        if node_effect(node, external, module) != MUTATES or not writes(node) or node.op == "call_module":
             continue
         written = node.kwargs.get("out", node.args[0] if node.args else None)
         root, through_data = _alias_root(written)

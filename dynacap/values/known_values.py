@@ -23,7 +23,7 @@ import torch
 from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.fx.node import map_aggregate
 
-from ..graph.effects import _writes
+from ..graph.effects import writes
 
 #: Largest frame tensor whose values are guarded (the guard compares them all on every call).
 INPUT_LIMIT = 64
@@ -133,7 +133,7 @@ def _users_through(node):
 def _may_write(node) -> bool:
     if node.op == "call_module":
         return True
-    return node.op in ("call_function", "call_method") and _writes(node)
+    return node.op in ("call_function", "call_method") and writes(node)
 
 
 def _tensors(obj) -> list:
