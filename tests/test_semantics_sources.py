@@ -517,8 +517,9 @@ def inplace_writes_after_an_effect(x, l, k):
     x.add_(k)  # cannot raise once traced: no split
     x.mul_(y)  # `y` is made in the graph: cannot overlap `x`
     x.clamp_(-2.0, 2.0)
+    y = (x / 3).sqrt().amax() + y.pow(2)  # float division, roots, reductions: no split either
     x.add_(x)  # SPLIT: `x` itself (eager allows a full overlap, refuses a partial one: fake tensors do not check)
-    return x
+    return x, y
 
 
 def overlapping_write_after_an_effect(x, l):

@@ -75,7 +75,9 @@ _METADATA_CHECKED = {
     "neg", "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__neg__", "__matmul__", "relu",
     "gelu", "silu", "sigmoid", "tanh", "exp", "abs", "softmax", "log_softmax", "layer_norm", "view", "reshape",
     "transpose", "permute", "flatten", "contiguous", "clone", "t", "unsqueeze", "squeeze", "expand", "cat",
-    "stack", "sum", "mean", "detach",
+    "stack", "sum", "mean", "detach", "div", "true_divide", "truediv", "__truediv__", "__rtruediv__", "maximum", "minimum",
+    "clamp", "pow", "__pow__", "__rpow__", "sin", "cos", "log", "sqrt", "square", "amax", "amin", "prod", "floor",
+    "ceil", "round", "sign", "expm1", "log1p", "reciprocal", "__abs__", "erf",
 }
 #: In-place operations of the same kind.  Fake tensors do not check memory overlap, which eager refuses
 #: (an expanded tensor written, an operand overlapping the written tensor), so they count as not raising
