@@ -11,8 +11,13 @@
 - a fake result made again from recorded metadata (``GraphBuilder._propagate``) and the result rules
   (``graph/results.py``: eval-mode batch norm, linear, layer norm, gelu, conv2d) must be what dispatching
   the operation gives (shape, strides, dtype, device, view of a new base, memory format), across shapes,
-  dtypes and layouts, and results that are an argument, share its storage or need grad are always
-  dispatched.
+  dtypes and layouts, and results that share an argument's storage or need grad are never made again
+  from that metadata;
+- an operation that returned one of its arguments (in place, ``dropout`` in eval mode) returns that
+  argument again with its version bumped as dispatching does, never with gradients recorded nor after
+  it changed the argument's metadata or storage; views taken from their kernels (``GraphBuilder._view_of``,
+  tuples of views included) and views made without dispatching (``graph/fakes.py``'s ``make_view``) are the
+  dispatched views: metadata, base, storage, version counter.
 """
 from __future__ import annotations
 
