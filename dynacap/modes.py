@@ -240,20 +240,38 @@ def _default_generator(device: torch.device):
     return torch.default_generator
 
 
+#: ``warnings._filters_mutated`` as the module has it, and how many captures (of any thread) hold it off now.
+_FILTERS_MUTATED = warnings._filters_mutated
+_registries_held = 0
+_registries_lock = threading.Lock()
+
+
+def _filters_not_mutated() -> None:
+    """What ``warnings._filters_mutated`` is while a capture runs: the registries stay valid."""
+
+
 @contextlib.contextmanager
 def preserving_warning_registries():
     """Warning filters changed and restored inside a capture (AOTAutograd's and inductor's
     ``catch_warnings``) leave the modules' ``__warningregistry__`` as they were.
 
     CPython clears every registry on any filter change, so a warning eager shows once was shown again
-    after each compile.  A net change of the filters over the capture still clears them.
+    after each compile.  A net change of the filters over the capture still clears them.  Captures in
+    two threads may end in any order: the last one out puts the module's function back (saving and
+    restoring it per capture left it off for good, and later filter changes then never cleared the
+    registries: a warning eager shows was not shown).
     """
+    global _registries_held
     filters, before = warnings.filters, list(warnings.filters)
-    real = warnings._filters_mutated
-    warnings._filters_mutated = lambda: None  # catch_warnings and _add_filter look it up on the module
+    with _registries_lock:
+        _registries_held += 1
+        warnings._filters_mutated = _filters_not_mutated  # catch_warnings and _add_filter look it up on the module
     try:
         yield
     finally:
-        warnings._filters_mutated = real
+        with _registries_lock:
+            _registries_held -= 1
+            if _registries_held == 0:
+                warnings._filters_mutated = _FILTERS_MUTATED
         if warnings.filters is not filters or warnings.filters != before:
-            real()
+            _FILTERS_MUTATED()

@@ -1781,3 +1781,18 @@ def test_a_warning_inside_a_called_function_names_eager_location(backend):
     assert [e[3] for e in expected] == [_warns_here.__code__.co_firstlineno + 1,
                                         _calls_warning_helpers.__code__.co_firstlineno + 2] * 2
     assert _shown(dynacap.optimize(_calls_warning_helpers, backend=CountingBackend(backend))) == expected
+
+
+def test_captures_ending_out_of_order_leave_the_warning_filters_working():
+    """Two threads' captures: the first in ends first.  Each capture used to restore what it found, so the
+    second put the capture-time stand-in back for good and a later filter change no longer reset the
+    registries (a flaky failure of the test above in full runs)."""
+    from dynacap.modes import preserving_warning_registries
+
+    real = warnings._filters_mutated
+    first, second = preserving_warning_registries(), preserving_warning_registries()
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)
+    second.__exit__(None, None, None)
+    assert warnings._filters_mutated is real
