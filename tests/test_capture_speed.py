@@ -8,14 +8,14 @@
 - a tensor reached two ways is one placeholder (``GraphBuilder._input_of_tensor``), and placeholders
   stay in input order (``GraphBuilder._last_placeholder``);
 - the ``GraphModule`` is generated once (``GraphBuilder.finish``): its code is its graph's;
-- a fake result made again from recorded metadata (``GraphBuilder._propagate``) and the result rules
+- a fake result made again from recorded metadata (``Propagation.propagate``) and the result rules
   (``graph/results.py``: eval-mode batch norm, linear, layer norm, gelu, conv2d) must be what dispatching
   the operation gives (shape, strides, dtype, device, view of a new base, memory format), across shapes,
   dtypes and layouts, and results that share an argument's storage or need grad are never made again
   from that metadata;
 - an operation that returned one of its arguments (in place, ``dropout`` in eval mode) returns that
   argument again with its version bumped as dispatching does, never with gradients recorded nor after
-  it changed the argument's metadata or storage; views taken from their kernels (``GraphBuilder._view_of``,
+  it changed the argument's metadata or storage; views taken from their kernels (``Propagation._view_of``,
   tuples of views included) and views made without dispatching (``graph/fakes.py``'s ``make_view``) are the
   dispatched views: metadata, base, storage, version counter.
 """
@@ -294,7 +294,7 @@ def test_fake_result_made_again_is_the_dispatched_one(op, shapes, constants, gra
         assert (result.fake is args[0].fake) == (first.fake is args0[0].fake)
         assert (result.fake.untyped_storage()._cdata == args[0].fake.untyped_storage()._cdata) == \
             (first.fake.untyped_storage()._cdata == args0[0].fake.untyped_storage()._cdata)
-    recorded = bool(builder._results)
+    recorded = bool(builder._propagation._results)
     fresh = first.fake.untyped_storage()._cdata != args0[0].fake.untyped_storage()._cdata
     assert recorded == (fresh and not first.fake.requires_grad)
 
@@ -341,7 +341,7 @@ def test_operation_returning_an_argument_is_the_dispatched_one(op, shapes, const
             assert [f._version - v for f, v in zip(fakes, before)] == [f._version for f in others]
             assert [result.untyped_storage()._cdata == f.untyped_storage()._cdata for f in fakes] == \
                 [expected.untyped_storage()._cdata == f.untyped_storage()._cdata for f in others]
-    assert bool(builder._returns) == recorded
+    assert bool(builder._propagation._returns) == recorded
 
 
 def test_in_place_operation_on_a_leaf_that_needs_grad_still_raises():
@@ -358,7 +358,7 @@ def test_in_place_operation_on_a_leaf_that_needs_grad_still_raises():
         builder.call("call_function", torch.relu_, [y], {}, "relu_")
         with pytest.raises(GraphBreak, match="leaf Variable"):
             builder.call("call_function", torch.relu_, [w], {}, "relu_")
-    assert not builder._returns
+    assert not builder._propagation._returns
 
 
 #: Inputs of the view tests: contiguous, transposed, sliced (an offset), size-1 dims, expanded, a view of
@@ -391,7 +391,7 @@ _VIEW_CALLS = [
                          ids=[f"{getattr(t, '__name__', t)}{i}" for i, (t, _) in enumerate(_VIEW_CALLS)])
 @pytest.mark.parametrize("grad", [False, True])
 def test_view_taken_from_its_kernel_is_the_dispatched_view(call, grad):
-    """A view operation's fake result made from its kernel's view (``GraphBuilder._view_of``, then made
+    """A view operation's fake result made from its kernel's view (``Propagation._view_of``, then made
     again from the memo) is the dispatched one: sizes, strides, offset, dtype, a view of the same base
     sharing its storage and version counter; what dispatching refuses is refused."""
     from dynacap.errors import GraphBreak
@@ -433,7 +433,7 @@ def test_view_taken_from_its_kernel_is_the_dispatched_view(call, grad):
                     with torch.no_grad():
                         got.add_(1)
                     assert x.fake._version == version + 1  # one counter, as for the dispatched view
-    assert bool(builder._views) == viewed
+    assert bool(builder._propagation._views) == viewed
 
 
 def test_views_of_a_transformer_and_convnext_block_are_taken_from_kernels():
@@ -447,7 +447,7 @@ def test_views_of_a_transformer_and_convnext_block_are_taken_from_kernels():
         builder.call("call_function", torch.flatten, [pooled, 1], {}, "flatten")
         qkv = builder.input_tensor(LocalSource("qkv"), torch.randn(1, 5, 24))
         builder.call("call_method", "reshape", [qkv, 1, 5, 3, 2, 4], {}, "reshape")
-    assert len(builder._views) == 3
+    assert len(builder._propagation._views) == 3
 
 
 def test_view_made_without_dispatching_is_the_dispatched_as_strided(monkeypatch):
@@ -514,7 +514,7 @@ def test_batch_norm_result_rule_is_the_dispatched_result(shape, dtype, affine):
         real = F.batch_norm(x, stats[0], stats[1], weight, bias, False, 0.1, 1e-5)
         rule = _batch_norm_result([x, stats[0], stats[1], weight], {"bias": bias})
         assert rule == (real.shape, real.stride(), real.dtype, real.device, None)
-        made = builder._remake(*rule)
+        made = builder._propagation._remake(*rule)
         assert _metadata(made) == _metadata(real)
         # Anything else is dispatched: training, a non-contiguous input, statistics of another dtype.
         assert _batch_norm_result([x, stats[0], stats[1]], {"training": True}) is None
@@ -672,7 +672,7 @@ def test_result_rules_are_the_dispatched_result(case, grad):
     """Each result rule answers exactly what dispatching gives (shape, strides, dtype, device, view of a
     new base or not, memory format), or None; a result that would need grad is always dispatched."""
     from dynacap.graph import GraphBuilder
-    from dynacap.graph.builder import _fresh
+    from dynacap.graph.propagation import _fresh
     from dynacap.graph.results import RESULT_RULES
 
     fn, makers, kwargs = _RULE_CASES[case]
@@ -694,7 +694,7 @@ def test_result_rules_are_the_dispatched_result(case, grad):
             return
         assert not real.requires_grad
         assert rule == _fresh(real, [a for a in args if isinstance(a, torch.Tensor)])
-        made = builder._remake(*rule)
+        made = builder._propagation._remake(*rule)
         assert _metadata(made) == _metadata(real)
         assert made.untyped_storage().nbytes() == real.untyped_storage().nbytes()
         formats = {4: [torch.channels_last], 5: [torch.channels_last_3d]}.get(made.dim(), [])

@@ -1,6 +1,6 @@
 """The trace's fake mode, and views of fake tensors made without running fake dispatch's Python.
 
-Fake propagation makes many results again from metadata it recorded (``GraphBuilder._propagate``).
+Fake propagation makes many results again from metadata it recorded (``Propagation.propagate``).
 A new tensor is made directly: ``empty_strided`` on the meta device wrapped as a ``FakeTensor``, what
 the mode's dispatch cache does on a hit.  A view cannot be: autograd attaches its view tracking
 (``_base``, the version counter it shares with its base) around the dispatch of a view operation, so

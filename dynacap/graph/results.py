@@ -1,14 +1,14 @@
 """Result rules: the fake result of a few common operations, known from their arguments' metadata.
 
 The first time a trace meets an operation on given argument metadata, fake propagation dispatches it
-(``GraphBuilder._propagate``); ``F.linear``, ``F.layer_norm``, ``F.gelu``, ``F.conv2d`` and an eval-mode
+(``Propagation.propagate``); ``F.linear``, ``F.layer_norm``, ``F.gelu``, ``F.conv2d`` and an eval-mode
 ``F.batch_norm`` go there through a chain of fake dispatches and Python reference implementations,
 one to several milliseconds each on a model's first call.  Each rule here answers, for the common case only (dense inputs with contiguous
 strides, a floating dtype, parameters of the input's dtype and device, no gradient to record), the
-metadata ``builder._fresh`` would record from the dispatched result: shape, strides, dtype, device
+metadata ``propagation._fresh`` would record from the dispatched result: shape, strides, dtype, device
 and, for a result that is a view of a new tensor, that base's.  Any other call gets None and is
 dispatched as usual.  ``tests/test_capture_speed.py`` checks every rule against dispatching.
-This module must not make tensors: ``GraphBuilder._remake`` does, from what a rule answers.
+This module must not make tensors: ``Propagation._remake`` does, from what a rule answers.
 """
 from __future__ import annotations
 
@@ -199,7 +199,7 @@ def _conv2d_result(args: list, kwargs: dict):
 
 
 #: View operations (functions, and methods by name) whose view of their first argument fake propagation
-#: may take from the operation's own kernel run on the fake's meta storage (``GraphBuilder._view_of``):
+#: may take from the operation's own kernel run on the fake's meta storage (``Propagation._view_of``):
 #: the same sizes, strides and offset, without the Python decompositions fake dispatch runs for several
 #: of them (``view``, ``reshape``, ``flatten`` and ``squeeze`` go through ``torch._refs``, a millisecond
 #: or more per new shape); the view itself is then made by one ``as_strided`` of the argument.
