@@ -231,3 +231,21 @@ def fn(x, y, xs, d, obj, buf, k):
     run = run_program(source, 5, DynacapEngine(), calls=[0])
     assert (run.graphs, run.breaks) == (2, 1)
     assert "print" in run.break_reasons[0]
+
+
+def test_snapshot_takes_no_temporary_for_an_alias():
+    """A ``__slots__`` object's attributes are walked as a temporary dict; freed during the walk, its id
+    went to the next temporary (the next object's, the globals' dict) and the classifier saw an alias no engine made (fuzz seed
+    60001858, a wrong_side_effect of the harness)."""
+    from fuzz.runner import snapshot
+
+    class Slotted:
+        __slots__ = ("a",)
+
+        def __init__(self, a):
+            self.a = a
+
+    Slotted.__module__ = "fuzz_program"
+    memo: dict = {}
+    assert snapshot([Slotted(1), Slotted(2)], memo, "args") == [{"<Slotted>": {"a": 1}}, {"<Slotted>": {"a": 2}}]
+    assert snapshot({"g": 1}, memo, "globals") == {"g": 1}

@@ -72,8 +72,10 @@ def snapshot(value, memo: dict, path: str):
     mutable = (torch.Tensor, list, dict, Obj, io.StringIO, set, collections.deque)
     if isinstance(value, mutable) or program_object:
         if id(value) in memo:
-            return ("<alias>", memo[id(value)])
-        memo[id(value)] = path
+            return ("<alias>", memo[id(value)][0])
+        # The value is kept with its path: a temporary (the dict of an object's slots) freed before the walk
+        # ends would give its id to a later one, read as an alias of it.
+        memo[id(value)] = (path, value)
     if isinstance(value, torch.Tensor):
         return value.detach().clone()
     if isinstance(value, list):
