@@ -97,7 +97,7 @@ class ConstantValue(Value):
             return wrap(tx, attr, source)
         if callable(attr) and not is_literal(attr):
             if getattr(attr, "__self__", _NO_OWNER) is self.value:  # (a sentinel: ``None.__class__`` is no method)
-                from .functions import ConstantMethodValue
+                from .methods import ConstantMethodValue
 
                 return ConstantMethodValue(self, name)
             from .wrap import wrap

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..errors import GraphBreak
 from .base import Value
 from .constant import ConstantValue
-from .functions import MethodOfValue
+from .methods import MethodOfValue
 
 #: Per method, how each positional argument is passed: "v" the value itself, "c" its constant,
 #: "i" its items (an iterable).  Keyword arguments are constants.
@@ -188,3 +188,100 @@ def known_distinct(a: Value, b: Value) -> bool:
         if isinstance(x, InstanceDictValue) and one_value_per_object(y) and y.source is None:
             return True
     return False
+
+
+class ContainerMethodValue(MethodOfValue):
+    """Methods of symbolic tuples, lists and dicts."""
+
+    def call(self, tx, args, kwargs):
+        from .containers import DictValue, ListValue, TupleValue
+
+        c, name = self.owner, self.name
+        if kwargs and name not in ("update", "sort"):
+            raise GraphBreak(f"{self.describe()} with keyword arguments")
+        if isinstance(c, ListValue):
+            if name == "sort":
+                from .builtins.ordering import sort_list
+
+                return sort_list(tx, c, args, kwargs)
+            if name == "append":
+                c.mutate(tx, "list.append")
+                c.items.append(args[0])
+                return ConstantValue(None)
+            if name == "extend":
+                c.mutate(tx, "list.extend")
+                c.items.extend(args[0].iterate(tx))
+                return ConstantValue(None)
+            if name == "insert":
+                c.mutate(tx, "list.insert")
+                c.items.insert(args[0].as_constant(), args[1])
+                return ConstantValue(None)
+            if name == "pop":
+                index = args[0].as_constant() if args else -1
+                if not -len(c.items) <= index < len(c.items):
+                    from .exceptions import python_error
+
+                    raise python_error(IndexError, "pop index out of range" if c.items else "pop from empty list",
+                                       reason="list.pop from an empty list or out of range (IndexError at run time)")
+                c.mutate(tx, "list.pop")
+                return c.items.pop(index)
+            if name == "reverse":
+                c.mutate(tx, "list.reverse")
+                c.items.reverse()
+                return ConstantValue(None)
+            if name == "clear":
+                c.mutate(tx, "list.clear")
+                c.items.clear()
+                return ConstantValue(None)
+            if name == "copy":
+                return ListValue(list(c.items))
+        if isinstance(c, (ListValue, TupleValue)) and name in ("index", "count"):
+            if not c.is_constant() or not args[0].is_constant():
+                raise GraphBreak(f"{self.describe()} on non-constant items")
+            try:
+                return ConstantValue(getattr(c.as_constant(), name)(*(a.as_constant() for a in args)))
+            except ValueError as e:
+                from .exceptions import from_real
+
+                raise from_real(e, f"{self.describe()}: {e} (ValueError at run time)") from None
+        if isinstance(c, DictValue):
+            if name in ("update", "pop", "setdefault"):
+                c.mutate(tx)
+            if name in ("keys", "values", "items") and not args and not kwargs:
+                from .containers import DictViewValue
+
+                return DictViewValue(c, name)
+            if name == "get":
+                from .containers import dict_key
+
+                c.refuse_tensor_key(args[0])
+                default = args[1] if len(args) > 1 else ConstantValue(None)
+                return c.items.get(dict_key(tx, args[0]), default)
+            if name == "copy":
+                from .protocols import copied
+
+                copy = c.like({})
+                copy.items = copied(dict.copy, c.items)  # ``PyDict_Copy``: eager's table (and probe order)
+                return copy
+            if name == "update":
+                for a in args:
+                    if not isinstance(a, DictValue):
+                        raise GraphBreak("dict.update with a non-dict argument")
+                    c.items.update(a.items)
+                for k, v in kwargs.items():
+                    c.items[k] = v
+                return ConstantValue(None)
+            if name in ("pop", "setdefault"):
+                from .containers import ABSENT, dict_key, missing_key
+
+                c.refuse_tensor_key(args[0])
+                key = dict_key(tx, args[0])
+                if name == "pop":
+                    found = c.items.pop(key, ABSENT)  # one lookup, as eager's
+                    if found is not ABSENT:
+                        return found
+                    if len(args) > 1:
+                        return args[1]
+                    raise missing_key(key, c.describe())
+                return c.items.setdefault(key, args[1] if len(args) > 1 else ConstantValue(None))
+        raise GraphBreak(f"{self.describe()} is not supported")

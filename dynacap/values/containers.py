@@ -234,7 +234,7 @@ class SizeValue(TupleValue):
 
     def getattr(self, tx, name):
         if name == "numel":
-            from .functions import ConstantMethodValue
+            from .methods import ConstantMethodValue
 
             return ConstantMethodValue(ConstantValue(self.as_constant()), name)
         return super().getattr(tx, name)
@@ -263,7 +263,7 @@ class ListValue(SequenceValue):
 
     def getattr(self, tx, name):
         from .container_methods import ItemsMethodValue
-        from .functions import ContainerMethodValue
+        from .container_methods import ContainerMethodValue
 
         if name in ("append", "extend", "insert", "pop", "reverse", "clear", "copy", "sort"):
             return ContainerMethodValue(self, name)
@@ -426,7 +426,7 @@ class DictValue(Value):
         self.items[key] = value
 
     def getattr(self, tx, name):
-        from .functions import ContainerMethodValue
+        from .container_methods import ContainerMethodValue
 
         if name in ("keys", "values", "items", "get", "update", "pop", "setdefault", "copy"):
             return ContainerMethodValue(self, name)

@@ -40,7 +40,7 @@ import sys
 from ..errors import GraphBreak
 from .base import Value
 from .constant import ConstantValue
-from .functions import MethodOfValue
+from .methods import MethodOfValue
 from .iterators import is_lazy
 from .set_tables import Replay, rebuilt_as_now, rebuild_plan, refilled, replay_all, same_table, signature
 

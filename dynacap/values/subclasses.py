@@ -573,7 +573,7 @@ class NewListObjectValue(NewObjectValue):
         self.storage = ListStorage(self)
 
     def base_method(self, tx, name: str) -> Value | None:
-        from .functions import ContainerMethodValue
+        from .container_methods import ContainerMethodValue
 
         if name in _LIST_METHODS:
             return ContainerMethodValue(self.storage, name)

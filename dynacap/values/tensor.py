@@ -24,7 +24,7 @@ from .base import Value
 from .constant import ConstantValue
 from .grads import read_grad, write_grad
 from .containers import ListValue, SizeValue, TupleValue
-from .functions import MethodOfValue
+from .methods import MethodOfValue
 
 #: Attributes answered from the fake tensor as constants.
 _META_ATTRS = {"dtype", "device", "layout", "requires_grad", "is_cuda", "is_sparse", "is_quantized",

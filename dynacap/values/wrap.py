@@ -349,7 +349,8 @@ def _bound_method(tx, obj, source) -> Value:
 
     The guards are on what it is made of: its type, its function (or name) and its ``__self__``.
     """
-    from .functions import BoundMethodValue, ContainerMethodValue
+    from .container_methods import ContainerMethodValue
+    from .functions import BoundMethodValue
 
     g = tx.guards
     g.type_match(source, obj)
