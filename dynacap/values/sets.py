@@ -284,6 +284,7 @@ class SetValue(Value):
         """After a change with an operand whose table is not known (``known`` False), this set's is not either."""
         if not known:
             self.table_known = self.order_known = False
+
     def mutate(self, tx, keys_added=(), replay=None) -> None:
         """Called before each change: the key set cannot be rolled back (``TraceContext.mutations``).
 
@@ -306,8 +307,7 @@ class SetValue(Value):
         self.mutated = True
         self.version += 1
         tx.ctx.mutations += 1
-        if _holds_members(keys_added):
-            self.order_known = self.table_known = False
+        self.merge_known(not _holds_members(keys_added))
 
     def emit_changes(self, cg) -> bool:
         """Replay this changed frame set's changes on the runtime set, so that its table ends as eager's.
@@ -343,30 +343,23 @@ class SetValue(Value):
     def _build(self, cg) -> None:
         """Make this set (made in the trace) anew: from its members where that gives the traced table
         (``set_tables.rebuild_plan``), else by replaying the calls that made and changed it, else a break."""
-        plan = rebuild_plan(self.keys) if self.table_known and self._exact_table() else None
-        if plan is None and self._exact_table():
-            if self.origin is None or not self.origin.valid() or not replay_all(self.changes):
-                raise self._cannot_rebuild("made in the captured code cannot be rebuilt after the graph")
-            self.origin.make(cg)
-            for call in self.changes:
-                call.emit(cg)
-            return
+        plan = None
+        if self._exact_table():
+            plan = rebuild_plan(self.keys) if self.table_known else None
+            if plan is None:
+                if self.origin is None or not self.origin.valid() or not replay_all(self.changes):
+                    raise self._cannot_rebuild("made in the captured code cannot be rebuilt after the graph")
+                self.origin.make(cg)
+                for call in self.changes:
+                    call.emit(cg)
+                return
         if self.frozen:
             cg.append("PUSH_NULL")
             cg.load_const(frozenset)
         if plan is None:
             self.build(cg)
         else:
-            for item in plan.items:
-                cg.load_const(item)
-            cg.append("BUILD_SET", len(plan.items))
-            for stand_in in plan.stand_ins:
-                cg.append("COPY", 1)
-                cg.append("LOAD_METHOD", "discard")
-                cg.load_const(stand_in)
-                cg.append("PRECALL", 1)
-                cg.append("CALL", 1)
-                cg.append("POP_TOP")
+            _emit_plan(cg, plan)
         if self.frozen:
             cg.append("PRECALL", 1)
             cg.append("CALL", 1)
@@ -380,6 +373,20 @@ class SetValue(Value):
                 key.check_rebuilt()
             _value_of(key).reconstruct(cg)
         cg.append("BUILD_SET", len(self.keys))
+
+
+def _emit_plan(cg, plan) -> None:
+    """Push the set ``plan`` (``set_tables.RebuildPlan``) makes: its items built, its stand-ins discarded."""
+    for item in plan.items:
+        cg.load_const(item)
+    cg.append("BUILD_SET", len(plan.items))
+    for stand_in in plan.stand_ins:
+        cg.append("COPY", 1)
+        cg.append("LOAD_METHOD", "discard")
+        cg.load_const(stand_in)
+        cg.append("PRECALL", 1)
+        cg.append("CALL", 1)
+        cg.append("POP_TOP")
 
 
 def replayed(value: Value, keys) -> Value | None:
