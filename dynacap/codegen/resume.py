@@ -29,6 +29,7 @@ import weakref
 from bytecode import Bytecode, CompilerFlags, Instr, Label
 
 from ..errors import set_frame_name
+from .assemble import to_code
 
 #: Per original code object: key -> resume code.
 _CACHE: "weakref.WeakKeyDictionary[types.CodeType, dict]" = weakref.WeakKeyDictionary()
@@ -203,7 +204,7 @@ def chain_code(levels: list, filename: str, name: str, lineno: int) -> types.Cod
     bc.filename = filename
     bc.first_lineno = lineno
     bc.docstring = None
-    code = bc.to_code()
+    code = to_code(bc)
     # It stands for the resumed frames it calls, which user stacks show themselves.
     set_frame_name(code, resumed_name(name, lineno), hidden=True)
     return code

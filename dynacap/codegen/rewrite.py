@@ -51,6 +51,7 @@ from ..interpreter.trace_context import SideEffect
 from ..values.frame_iterators import RANGE_ITERATOR
 from ..source import (AttrSource, BuiltinSource, DictEntrySource, GlobalSource, ItemSource, KeyedItemSource, LocalSource,
                       ModuleGlobalSource, Source)
+from .assemble import to_code
 from .emitter import Emitter
 
 _KEEP_FLAGS = CompilerFlags.VARARGS | CompilerFlags.VARKEYWORDS | CompilerFlags.NESTED
@@ -254,7 +255,7 @@ def build_code(original: types.CodeType, body: list[Instr], name_suffix: str = "
     bc.filename = original.co_filename
     bc.first_lineno = original.co_firstlineno
     bc.docstring = None
-    return bc.to_code()
+    return to_code(bc)
 
 
 def emit_graph_call(cg: Emitter, graph_call) -> None:
