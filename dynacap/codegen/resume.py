@@ -161,7 +161,7 @@ def _build_resume(original: types.CodeType, offset: int, layout: tuple, live: tu
     new.filename = original.co_filename
     new.first_lineno = original.co_firstlineno
     new.docstring = None
-    code = new.to_code(stacksize=original.co_stacksize + 4, compute_exception_stack_depths=False)
+    code = to_code(new, stacksize=original.co_stacksize + 4)
     set_frame_name(code, resumed_name(original.co_name, lineno))
     return code
 
