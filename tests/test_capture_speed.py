@@ -723,6 +723,107 @@ def test_result_rules_answer_the_common_cases():
         assert RESULT_RULES[F.conv2d]([F.conv2d(image, stem, None, 4), dw], {"padding": 3, "groups": 8}) is not None
 
 
+
+def _random_operand(rng, shape, dtype):
+    """A real tensor of ``shape`` in one of many layouts: contiguous, permuted, channels-last, sliced
+    with a step, expanded (stride 0), or a size-1 dim with an odd stride."""
+    import random as _random
+
+    kind = rng.choice(["contiguous", "permuted", "channels_last", "sliced", "expanded", "odd"])
+    if kind == "permuted" and len(shape) > 1:
+        order = list(range(len(shape)))
+        rng.shuffle(order)
+        base = torch.randn([shape[d] for d in order], dtype=dtype)
+        return base.permute([order.index(d) for d in range(len(shape))])
+    if kind == "channels_last" and len(shape) == 4:
+        return torch.randn(shape, dtype=dtype).contiguous(memory_format=torch.channels_last)
+    if kind == "sliced" and shape:
+        d = rng.randrange(len(shape))
+        wider = list(shape)
+        wider[d] *= 2
+        return torch.randn(wider, dtype=dtype).narrow(d, 0, 2 * shape[d]).unfold(d, 1, 2).squeeze(-1)
+    if kind == "expanded" and 1 in shape:
+        d = shape.index(1)
+        return torch.randn(shape, dtype=dtype).expand(*shape[:d], rng.choice([1, 3]), *shape[d + 1:])
+    if kind == "odd" and 1 in shape:
+        d = shape.index(1)
+        big = list(shape)
+        big[d] = 3
+        return torch.randn(big, dtype=dtype).narrow(d, 1, 1)
+    del _random
+    return torch.randn(shape, dtype=dtype)
+
+
+def _broadcast_partner(rng, shape):
+    """Sizes that broadcast with ``shape``: fewer dims, size-1 dims, or ``shape`` itself."""
+    dims = len(shape) - rng.randrange(len(shape) + 1)
+    return [1 if rng.random() < 0.4 else n for n in shape[len(shape) - dims:]]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_elementwise_result_rule_is_the_dispatched_layout(seed):
+    """``a + b``, ``a * b``, ``a - b`` on random sizes and layouts (permuted, channels-last, strided,
+    expanded, size-1 dims with odd strides, broadcasting both ways, scalars): the rule's strides are
+    those fake dispatch gives, or the rule declines."""
+    import operator
+    import random
+
+    from dynacap.graph import GraphBuilder
+    from dynacap.graph.propagation import _fresh
+    from dynacap.graph.results import RESULT_RULES
+
+    rng = random.Random(seed)
+    answered = 0
+    builder = GraphBuilder()
+    with builder.propagating(), torch.no_grad():
+        for _ in range(150):
+            dtype = rng.choice([torch.float32, torch.float64, torch.float16])
+            shape = [rng.choice([1, 1, 2, 3, 4]) for _ in range(rng.randrange(1, 5))]
+            a = _random_operand(rng, shape, dtype)
+            pick = rng.random()
+            if pick < 0.15:
+                b = rng.choice([2, 0.5, True, -3])
+            else:
+                other = _broadcast_partner(rng, shape) if pick < 0.8 else shape
+                b = _random_operand(rng, other, rng.choice([dtype, dtype, dtype, torch.float32]))
+            if rng.random() < 0.3 and isinstance(b, torch.Tensor):
+                a, b = b, a  # the broadcast operand first
+            if not isinstance(a, torch.Tensor):
+                continue
+            op = rng.choice([operator.add, operator.mul, operator.sub, "add", "mul", torch.sub])
+            args = [builder.fake_of(t) if isinstance(t, torch.Tensor) else t for t in (a, b)]
+            rule = RESULT_RULES[op](args, {})
+            try:
+                real = getattr(args[0], op)(args[1]) if isinstance(op, str) else op(*args)
+            except RuntimeError:
+                assert rule is None
+                continue
+            if rule is None:
+                continue
+            answered += 1
+            assert rule == _fresh(real, [t for t in args if isinstance(t, torch.Tensor)]), (op, a.shape, a.stride(),
+                                                                                           getattr(b, "shape", b))
+    assert answered > 40  # it answers for most of them, or it buys nothing
+
+
+def test_elementwise_result_rule_answers_convnext_layer_scale_and_residual():
+    """The layouts a ConvNeXt block meets: a channels-last activation times a (1, C, 1, 1) scale, plus the
+    channels-last shortcut; a transformer's residual add of contiguous tensors."""
+    import operator
+
+    from dynacap.graph import GraphBuilder
+    from dynacap.graph.results import RESULT_RULES
+
+    builder = GraphBuilder()
+    with builder.propagating(), torch.no_grad():
+        x = builder.fake_of(torch.randn(1, 8, 5, 5).contiguous(memory_format=torch.channels_last))
+        gamma = builder.fake_of(torch.randn(1, 8, 1, 1))
+        assert RESULT_RULES["mul"]([x, gamma], {})[1] == x.stride()
+        assert RESULT_RULES[operator.add]([x, x], {})[1] == x.stride()
+        t = builder.fake_of(torch.randn(1, 7, 16))
+        assert RESULT_RULES[operator.add]([t, t], {})[1] == t.stride()
+        assert RESULT_RULES[operator.mul]([t, 2 ** 70], {}) is None  # eager raises: it does not fit an int64
+
 @pytest.mark.parametrize("backend", ["eager", "aot_eager"])
 def test_transformer_and_convnext_blocks_with_result_rules(backend):
     class Block(torch.nn.Module):

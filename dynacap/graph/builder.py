@@ -461,8 +461,18 @@ def _lower(values, what: str):
     """Values (nested) to (FX node arguments, fake arguments)."""
     kinds = _VALUE_KINDS or _value_kinds()
     Value, ConstantValue, DictValue, SequenceValue, SymNumberValue, SymSliceValue, TensorValue = kinds
-    if type(values) is TensorValue:  # the common case first (subclasses take the general path below)
+    t = type(values)
+    if t is TensorValue:  # the common cases first (subclasses take the general path below)
         return values.node, values.fake
+    if t is ConstantValue:
+        return values.value, values.value
+    if t is list or t is tuple:
+        nodes, fakes = [], []
+        for v in values:
+            node, fake = _lower(v, what)
+            nodes.append(node)
+            fakes.append(fake)
+        return nodes, fakes
     if isinstance(values, dict):
         pairs = {k: _lower(v, what) for k, v in values.items()}
         return {k: p[0] for k, p in pairs.items()}, {k: p[1] for k, p in pairs.items()}

@@ -13,21 +13,15 @@ This module must not make tensors: ``Propagation._remake`` does, from what a rul
 from __future__ import annotations
 
 import math
+import operator
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
 
+from .layouts import channels_last_strides, contiguous_strides, elementwise_strides
+
 #: Dtypes the rules answer for (integer and complex results are always dispatched).
 NORM_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
-
-
-def contiguous_strides(shape) -> tuple:
-    """The strides ``torch.empty(shape)`` has."""
-    strides, step = [], 1
-    for n in reversed(shape):
-        strides.append(step)
-        step *= max(n, 1)
-    return tuple(reversed(strides))
 
 
 def _dense(t, like=None) -> bool:
@@ -154,12 +148,6 @@ def _pair(v):
     return None
 
 
-def _channels_last(shape) -> tuple:
-    """The strides ``torch.empty(shape, memory_format=torch.channels_last)`` has (4-d)."""
-    n, c, h, w = shape
-    return (h * w * c, 1, w * c, c)
-
-
 def _conv2d_result(args: list, kwargs: dict):
     """``F.conv2d`` of a 4-d input dense in the contiguous or the channels-last format (a permuted NHWC
     tensor) with a dense weight (and bias) of its dtype, numeric padding: a new tensor of the
@@ -172,7 +160,7 @@ def _conv2d_result(args: list, kwargs: dict):
         return None
     x, weight, bias, stride, padding, dilation, groups = bound
     stride, padding, dilation = _pair(stride), _pair(padding), _pair(dilation)
-    if type(x) is FakeTensor and x.dim() == 4 and not _dense(x) and x.stride() == _channels_last(x.shape):
+    if type(x) is FakeTensor and x.dim() == 4 and not _dense(x) and x.stride() == channels_last_strides(x.shape):
         x_dense = x.layout is torch.strided and x.dtype in NORM_DTYPES and x.constant is None and 0 not in x.shape
     else:
         x_dense = _dense(x)
@@ -192,11 +180,38 @@ def _conv2d_result(args: list, kwargs: dict):
     shape = (x.shape[0], weight.shape[0], *spatial)
     memory_format = torch._C._conv_determine_backend_memory_format(x, weight, backend)
     if memory_format == torch.channels_last:
-        return (torch.Size(shape), _channels_last(shape), x.dtype, x.device, None)
+        return (torch.Size(shape), channels_last_strides(shape), x.dtype, x.device, None)
     if memory_format not in (torch.contiguous_format, torch.channels_last):
         return None
     return _new(shape, x)
 
+
+#: Dtypes an elementwise rule answers for: the reference computes half types in float32, and converting
+#: there and back may change the layout of size-1 dims.
+_FULL_PRECISION = (torch.float32, torch.float64)
+
+
+def _binary_result(args: list, kwargs: dict):
+    """``a + b``, ``a * b``, ``a - b`` of fake tensors of one dtype (float32 or float64) and device, with one
+    dim or more each: a new tensor of the broadcast sizes, with the strides fake dispatch gives it
+    (``layouts.elementwise_strides``).  A number or a 0-dim tensor operand is dispatched: fake dispatch
+    takes another way there."""
+    if len(args) != 2 or kwargs:
+        return None
+    a, b = args
+    for t in args:
+        if (type(t) is not FakeTensor or t.layout is not torch.strided or t.dtype not in _FULL_PRECISION
+                or t.dtype != a.dtype or t.device != a.device or t.constant is not None or not t.dim()
+                or 0 in t.shape):
+            return None
+    if _records_grad(a, b):
+        return None
+    try:
+        shape = torch.broadcast_shapes(a.shape, b.shape)
+    except RuntimeError:
+        return None  # sizes that do not broadcast: dispatching raises
+    return (shape, elementwise_strides(shape, [(a.shape, a.stride()), (b.shape, b.stride())]), a.dtype, a.device,
+            None)
 
 #: View operations (functions, and methods by name) whose view of their first argument fake propagation
 #: may take from the operation's own kernel run on the fake's meta storage (``Propagation._view_of``):
@@ -219,4 +234,7 @@ RESULT_RULES = {
     torch.nn.functional.layer_norm: _layer_norm_result,
     torch.nn.functional.gelu: _gelu_result,
     torch.nn.functional.conv2d: _conv2d_result,
+    # ``aten.add.Tensor``, ``aten.mul.Tensor``, ``aten.sub.Tensor``, however they are called.
+    **{op: _binary_result for op in (operator.add, operator.mul, operator.sub, torch.add, torch.mul, torch.sub,
+                                     "add", "mul", "sub")},
 }

