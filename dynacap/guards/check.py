@@ -18,7 +18,7 @@ import re
 import torch
 
 from .._C import GuardProgram
-from .program import lower
+from .program import Lowered, lower
 from .guard import COMPLEX_BITS, FLOAT_BITS, SHAPE, STRIDE, VARIABLE, Guard, GuardSet, WeakGuarded, same_constant
 
 
@@ -35,15 +35,23 @@ class CompiledGuard:
     the scope holds by reference either way.
     """
 
-    def __init__(self, guards: list[Guard], fn, source: str | None, program: list[str] | None = None,
+    def __init__(self, guards: list[Guard], fn, source: str | None, lowered: Lowered | None = None,
                  builtins_dict: dict | None = None):
         self.guards = guards
         self.fn = fn
         self._source = source
-        self.program = program
+        self._lowered = lowered
+        self._program = None
         self._builtins = builtins_dict
-        self._python_fn = fn if program is None else None
+        self._python_fn = fn if lowered is None else None
         fn.compiled_guard = self  # the hook holds ``fn``; logs find the readable guards through it
+
+    @property
+    def program(self) -> list[str] | None:
+        """The C program's checks, one readable line each, then the guards left to Python (None: no program)."""
+        if self._program is None and self._lowered is not None:
+            self._program = self._lowered.lines() + [f"python: {g.description}" for g in self._lowered.python]
+        return self._program
 
     @property
     def source(self) -> str:
@@ -78,7 +86,7 @@ class CompiledGuard:
 
     def weakly_guarded(self) -> list:
         """The objects the guards hold weakly (``WeakGuarded``) that are still alive."""
-        refs = [obj for g in self.guards for obj in g.constants.values() if isinstance(obj, WeakGuarded)]
+        refs = [obj for g in self.guards for obj in g.objects.values() if isinstance(obj, WeakGuarded)]
         return [o for o in (r() for r in refs) if o is not None]
 
 
@@ -129,8 +137,7 @@ def compile_guards(guard_set: GuardSet, builtins_dict: dict | None = None, *, py
     lowered = lower(guards, builtins_dict)
     fallback = _compile(*_python_check(lowered.python, builtins_dict)) if lowered.python else None
     program = GuardProgram(tuple(lowered.steps), tuple(lowered.checks), fallback)
-    lines = lowered.lines + [f"python: {g.description}" for g in lowered.python]
-    return CompiledGuard(guards, program, None, lines, builtins_dict)
+    return CompiledGuard(guards, program, None, lowered, builtins_dict)
 
 
 def _python_check(guards: list[Guard], builtins_dict: dict | None) -> tuple[str, dict]:

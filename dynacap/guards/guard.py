@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import struct
 import weakref
-from dataclasses import dataclass, field
 
 import torch
 
@@ -31,80 +30,109 @@ COST = {
 }
 
 
-@dataclass
 class Guard:
-    kind: str
-    source: Source | None
-    expr: str
-    constants: dict = field(default_factory=dict)
-    description: str = ""
-    #: The template ``expr`` was formatted from and the objects it names (``GuardSet.add``).
-    template: str = ""
-    objects: dict = field(default_factory=dict)
-    #: What the C guard program checks, as data (``program.py``); None: lowered from ``template``
-    #: if it is a known one, else checked by Python.
-    op: tuple | None = None
+    """One assumption: ``kind``, the ``source`` it reads, ``template`` and the ``objects`` it names.
+
+    ``expr`` (the template formatted with the source's expression, each object named ``___cN``),
+    ``constants`` (those names and the source's, bound into the compiled check) and ``description``
+    are made when first read: a capture makes thousands of guards, and lowering them to the C
+    program (``program.py``) reads only ``kind``, ``source``, ``op``, ``template`` and ``objects``.
+    A template or description given as ``(fn, *args)`` is ``fn(*args)``, made when first read; the
+    args are what the text is made of (nothing that changes, nothing the guard must not hold).
+    """
+
+    __slots__ = ("kind", "source", "objects", "op", "_template", "_text", "_first", "_description", "_expr",
+                 "_constants")
+
+    def __init__(self, kind: str, source: Source | None, template, objects: dict, op: tuple | None, text: str,
+                 first: int, description):
+        self.kind = kind
+        self.source = source
+        self.objects = objects
+        #: What the C guard program checks, as data (``program.py``); None: lowered from ``template``
+        #: if it is a known one, else checked by Python.
+        self.op = op
+        self._template = template
+        self._text = text  # the source's expression
+        self._first = first  # the number in the name of the first object
+        self._description = description
+        self._expr = None
+        self._constants = None
+
+    @classmethod
+    def written(cls, kind: str, expr: str, constants: dict, description: str, op: tuple | None) -> "Guard":
+        """A guard given as its expression (no template, no source): ``GuardSet.relation``."""
+        g = cls(kind, None, "", {}, op, "", 0, description)
+        g._expr, g._constants = expr, constants
+        return g
+
+    @property
+    def template(self) -> str:
+        t = self._template
+        if type(t) is tuple:
+            t = self._template = t[0](*t[1:])
+        return t
+
+    @property
+    def expr(self) -> str:
+        if self._expr is None:
+            first = self._first
+            self._expr = self.template.format(s=self._text, **{k: f"___c{first + i}" for i, k in enumerate(self.objects)})
+        return self._expr
+
+    @property
+    def constants(self) -> dict:
+        if self._constants is None:
+            first = self._first
+            constants = {f"___c{first + i}": obj for i, obj in enumerate(self.objects.values())}
+            if self.source is not None:
+                constants.update(self.source.constants())
+            self._constants = constants
+        return self._constants
+
+    @property
+    def description(self) -> str:
+        d = self._description
+        if type(d) is tuple:
+            d = self._description = d[0](*d[1:])
+        return d or self.expr
 
     def __str__(self) -> str:
-        return f"{self.kind:<13} {self.description or self.expr}"
+        return f"{self.kind:<13} {self.description}"
+
+    def __repr__(self) -> str:
+        return f"Guard({self.kind}, {self.expr!r})"
 
 
 class GuardSet:
     """Accumulates guards during one trace, deduplicated by expression."""
 
     def __init__(self):
-        self._guards: dict[str, Guard] = {}
+        self._guards: dict = {}
         self._counter = 0
         #: id(object) -> its ``WeakGuarded``: one reference per object, so equal guards deduplicate.
         self._weak: dict[int, "WeakGuarded"] = {}
-        #: id(source) -> (source, its expression) (see ``_expr``).
-        self._exprs: dict[int, tuple] = {}
 
     def __len__(self) -> int:
         return len(self._guards)
 
     def __iter__(self):
-        return iter(sorted(self._guards.values(), key=lambda g: COST[g.kind]))
+        return iter(sorted(self._guards.values(), key=_cost))
 
-    def _expr(self, source: Source) -> str:
-        """``source.expr()``, computed once per source object (a module parameter's takes ~5 µs and is
-        wanted by several guards and their descriptions).  Sources are immutable and the memo holds
-        each one it was asked about, so its id names that one source while the set lives."""
-        return self._known(source)[1]
-
-    def _known(self, source: Source) -> list:
-        """``[source, its expression, its constants or None until asked]``, memoised by ``id(source)``."""
-        known = self._exprs.get(id(source))
-        if known is None or known[0] is not source:
-            known = self._exprs[id(source)] = [source, source.expr(), None]
-        return known
-
-    def _const(self) -> str:
-        name = f"___c{self._counter}"
-        self._counter += 1
-        return name
-
-    def add(self, kind: str, source: Source | None, template: str, description: str = "", op: tuple | None = None,
+    def add(self, kind: str, source: Source | None, template: str, description="", op: tuple | None = None,
             **objects) -> None:
         """Add ``template`` formatted with ``s`` (the source expression) and named objects.
 
         Objects are bound as constants of the compiled check, so ``{name}``
         in the template becomes a reference to the object, not its repr.
+        ``description`` may be ``(fn, *args)``, made when first read (``Guard``).
         """
-        known = self._known(source) if source is not None else None
-        text = known[1] if known is not None else ""
-        # Equal guards are found before anything is formatted: most guards a trace asks for are repeats.
-        key = (template, text, *[(k, id(obj)) for k, obj in objects.items()]) if objects else (template, text)
-        if key in self._guards:
-            return
-        names = {key: self._const() for key in objects}
-        expr = template.format(s=text, **names)
-        constants = {names[k]: obj for k, obj in objects.items()}
-        if known is not None:
-            if known[2] is None:
-                known[2] = source.constants()
-            constants.update(known[2])
-        self._guards[key] = Guard(kind, source, expr, constants, description or expr, template, objects, op)
+        text = source.expr() if source is not None else ""
+        # Equal guards are found before anything is made: most guards a trace asks for are repeats.
+        key = (template, text, *objects, *map(id, objects.values())) if objects else (template, text)
+        if key not in self._guards:
+            self._guards[key] = Guard(kind, source, template, objects, op, text, self._counter, description)
+            self._counter += len(objects)
 
     def id_match(self, source: Source, obj) -> None:
         if isinstance(obj, torch.nn.Module):
@@ -114,16 +142,16 @@ class GuardSet:
             ref = self._weak.get(id(obj))
             if ref is None or ref() is not obj:
                 ref = self._weak[id(obj)] = WeakGuarded(obj)
-            self.add("ID_MATCH", source, "{s} is {obj}()", f"{self._expr(source)} is {_short(obj)}",
+            self.add("ID_MATCH", source, "{s} is {obj}()", f"{source.expr()} is {_short(obj)}",
                      op=("ID_WEAK", source, ref), obj=ref)
             return
-        self.add("ID_MATCH", source, "{s} is {obj}", f"{self._expr(source)} is {_short(obj)}", op=("ID", source, obj),
-                 obj=obj)
+        # The description holds ``obj``, as the guard does.
+        self.add("ID_MATCH", source, "{s} is {obj}", (_is_description, source, obj), op=("ID", source, obj), obj=obj)
 
     def type_match(self, source: Source, obj) -> None:
         t = type(obj)
-        self.add("TYPE_MATCH", source, "type({s}) is {t}", f"type({self._expr(source)}) is {t.__qualname__}",
-                 op=("TYPE", source, t), t=t)
+        self.add("TYPE_MATCH", source, "type({s}) is {t}", (_type_description, source, t), op=("TYPE", source, t),
+                 t=t)
 
     def equals_match(self, source: Source, value) -> None:
         """``{s}`` is a constant of the same type and the same value, bit for bit.
@@ -133,31 +161,33 @@ class GuardSet:
         common ones keep a single ``==`` after the type check.
         """
         if value is None or value is True or value is False or value is Ellipsis:
-            self.add("ID_MATCH", source, f"{{s}} is {value!r}", op=("ID", source, value))
+            self.add("ID_MATCH", source, _IS_LITERAL[value], op=("ID", source, value))
             return
         t = type(value)
-        desc = f"{self._expr(source)} == {value!r}"
+        shown = repr(value)
         if t is float and not _plain_float(value):
-            self.add("EQUALS_MATCH", source, "type({s}) is float and ___float_bits({s}) == {bits}", desc,
-                     op=("FLOAT_BITS", source, FLOAT_BITS(value)), bits=FLOAT_BITS(value))
+            bits = FLOAT_BITS(value)
+            self.add("EQUALS_MATCH", source, "type({s}) is float and ___float_bits({s}) == {bits}",
+                     f"{source.expr()} == {shown}", op=("FLOAT_BITS", source, bits), bits=bits)
         elif t is complex and not (_plain_float(value.real) and _plain_float(value.imag)):
+            bits = COMPLEX_BITS(value.real, value.imag)
             self.add("EQUALS_MATCH", source,
-                     "type({s}) is complex and ___complex_bits({s}.real, {s}.imag) == {bits}", desc,
-                     op=("COMPLEX_BITS", source, COMPLEX_BITS(value.real, value.imag)),
-                     bits=COMPLEX_BITS(value.real, value.imag))
-        elif t in (int, float, str, bytes, complex) and repr(value) == repr(t(value)) and _literal_ok(value):
-            literal = repr(value).replace("{", "{{").replace("}", "}}")
-            self.add("EQUALS_MATCH", source, f"type({{s}}) is {{t}} and {{s}} == {literal}", desc,
-                     op=("EQ", source, t, value), t=t)
+                     "type({s}) is complex and ___complex_bits({s}.real, {s}.imag) == {bits}",
+                     f"{source.expr()} == {shown}", op=("COMPLEX_BITS", source, bits), bits=bits)
+        elif t in _LITERAL_TYPES and _literal_ok(value):  # exact types: ``t(value)`` would be ``value`` again
+            literal = shown.replace("{", "{{").replace("}", "}}")
+            self.add("EQUALS_MATCH", source, f"type({{s}}) is {{t}} and {{s}} == {literal}",
+                     f"{source.expr()} == {shown}", op=("EQ", source, t, value), t=t)
         elif needs_exact_match(value):
-            self.add("EQUALS_MATCH", source, "___same_constant({s}, {v})", desc, op=("SAME", source, value), v=value)
+            self.add("EQUALS_MATCH", source, "___same_constant({s}, {v})", f"{source.expr()} == {shown}",
+                     op=("SAME", source, value), v=value)
         else:
-            self.add("EQUALS_MATCH", source, "type({s}) is {t} and {s} == {v}", desc, op=("EQ", source, t, value),
-                     t=t, v=value)
+            self.add("EQUALS_MATCH", source, "type({s}) is {t} and {s} == {v}", f"{source.expr()} == {shown}",
+                     op=("EQ", source, t, value), t=t, v=value)
 
     def keys_match(self, source: Source, keys: list) -> None:
         """The keys of a dict (or ``_modules``), in order; exact unless they are all plain strings."""
-        desc = f"keys of {self._expr(source)} == {keys}"
+        desc = f"keys of {source.expr()} == {keys}"
         if all(type(k) is str for k in keys):
             self.add("EQUALS_MATCH", source, "list({s}) == {keys}", desc, op=("KEYS", source, keys), keys=keys)
         else:
@@ -177,21 +207,24 @@ class GuardSet:
         """
         size = _pattern(t.shape, fake.shape if fake is not None else None)
         stride = _pattern(t.stride(), fake.stride() if fake is not None else None)
-        symbolic = None in size or None in stride
-        shown = [d if d is not None else s for d, s in zip(size, fake.shape)] if None in size else list(size)
-        desc = (f"{self._expr(source)}: {type(t).__name__} {str(t.dtype).replace('torch.', '')}{shown} "
-                f"stride={list(stride)} device={t.device} requires_grad={t.requires_grad}")
-        # One inline expression (no helper call): the tensor is read once through a walrus.
-        device = "{v}.is_cpu" if t.device.type == "cpu" else "{v}.device == {device}"
-        template = ("(type({v} := {s}) is {t} and {v}.dtype is {dtype} and {v}.requires_grad is "
-                    f"{t.requires_grad} and {_matches('{v}.shape', '{sh}' if symbolic else None, size)} and "
-                    f"{_matches('{v}.stride()', '{st}' if symbolic else None, stride)} and {device})")
-        # A symbolic tensor's sizes and strides are bound to locals (``SHAPE``/``STRIDE``), which
-        # its symbolic-shape guards read instead of calling ``size()`` again (``check.py``).
-        bound = {"sh": SHAPE, "st": STRIDE} if symbolic else {}
-        spec = TensorSpec.of(t, size, stride)
-        self.add("TENSOR_MATCH", source, template.replace("{v}", "{var}"), desc, op=("TENSOR", source, spec), spec=spec,
-                 var=VARIABLE, t=type(t), dtype=t.dtype, device=t.device, **bound)
+        device = t.device
+        spec = TensorSpec(type(t), t.dtype, device, t.requires_grad, size, stride)
+        # The template and the description are made from the spec when first read.  The spec is a new
+        # object, so this guard never equals another (its key names the spec).
+        objects = {"spec": spec, "var": VARIABLE, "t": spec.type, "dtype": spec.dtype, "device": device}
+        if None in size or None in stride:
+            # A symbolic tensor's sizes and strides are bound to locals (``SHAPE``/``STRIDE``), which
+            # its symbolic-shape guards read instead of calling ``size()`` again (``check.py``).
+            objects.update(sh=SHAPE, st=STRIDE)
+        text = source.expr()
+        if None in size:  # the fake's symbols are shown now: the guard must not hold them (nor their ShapeEnv)
+            description = _tensor_description(text, spec, [d if d is not None else s for d, s in zip(size, fake.shape)])
+        else:
+            description = (_tensor_description, text, spec, None)
+        self._guards[(_tensor_template, id(spec))] = Guard(
+            "TENSOR_MATCH", source, (_tensor_template, spec), objects, ("TENSOR", source, spec), text, self._counter,
+            description)
+        self._counter += len(objects)
 
     def relation(self, expr: str, sources: list, description: str = "", kind: str = "EQUALS_MATCH") -> None:
         """A fact about several sources at once, written out: ``(L['a'] is G['b']) is True``, or a
@@ -207,7 +240,7 @@ class GuardSet:
                     (f"({a.expr()} is {b.expr()}) is {same}", ("IS_SOURCE", a, b, same)),
                     (f"({b.expr()} in {a.expr()}) is {same}", ("IN_SOURCE", a, b, same)),
                     (f"({a.expr()} in {b.expr()}) is {same}", ("IN_SOURCE", b, a, same))) if expr == text), None)
-            self._guards[expr] = Guard(kind, None, expr, constants, description or expr, op=op)
+            self._guards[expr] = Guard.written(kind, expr, constants, description, op)
 
     def distinct_tensors(self, sources: list[Source]) -> None:
         """Tensor inputs that were different objects must stay different (graphs assume no aliasing)."""
@@ -230,25 +263,70 @@ class GuardSet:
                  op=("CALL_IS", torch._C._is_any_autocast_enabled, autocast))
 
 
+def _cost(g: Guard):
+    return COST[g.kind]
+
+
+#: ``equals_match``'s templates of the constants checked by identity.
+_IS_LITERAL = {None: "{s} is None", True: "{s} is True", False: "{s} is False", Ellipsis: "{s} is Ellipsis"}
+_LITERAL_TYPES = (int, float, str, bytes, complex)
+
+
+def _is_description(source: Source, obj) -> str:
+    return f"{source.expr()} is {_short(obj)}"
+
+
+def _type_description(source: Source, t: type) -> str:
+    return f"type({source.expr()}) is {t.__qualname__}"
+
+
+def _tensor_template(spec: "TensorSpec") -> str:
+    """``tensor_match``'s template: one inline expression (no helper call), the tensor read once through a walrus."""
+    symbolic = None in spec.size or None in spec.stride
+    device = "{var}.is_cpu" if spec.device.type == "cpu" else "{var}.device == {device}"
+    return ("(type({var} := {s}) is {t} and {var}.dtype is {dtype} and {var}.requires_grad is "
+            f"{spec.requires_grad} and {_matches('{var}.shape', '{sh}' if symbolic else None, spec.size)} and "
+            f"{_matches('{var}.stride()', '{st}' if symbolic else None, spec.stride)} and {device})")
+
+
+def _tensor_description(text: str, spec: "TensorSpec", shown: list | None) -> str:
+    """``shown``: the sizes with the fake's symbols where the spec has None (dynamic shapes)."""
+    return (f"{text}: {spec.type.__name__} {str(spec.dtype).replace('torch.', '')}"
+            f"{shown if shown is not None else list(spec.size)} stride={list(spec.stride)} device={spec.device} "
+            f"requires_grad={spec.requires_grad}")
+
+
 class WeakGuarded(weakref.ref):
     """A weak reference an identity guard checks against (``L['self'] is ___c0()``)."""
 
 
-@dataclass(frozen=True)
 class TensorSpec:
-    """Everything a captured graph assumed about one tensor input."""
+    """Everything a captured graph assumed about one tensor input (compared and shown by its fields)."""
 
-    type: type
-    dtype: torch.dtype
-    device: torch.device
-    requires_grad: bool
-    size: tuple
-    stride: tuple
+    __slots__ = ("type", "dtype", "device", "requires_grad", "size", "stride")
 
-    @staticmethod
-    def of(t: torch.Tensor, size: tuple, stride: tuple) -> "TensorSpec":
-        """The spec of ``t``; ``size``/``stride`` may hold None for symbolic dims (any value matches)."""
-        return TensorSpec(type(t), t.dtype, t.device, t.requires_grad, size, stride)
+    def __init__(self, type: type, dtype: torch.dtype, device: torch.device, requires_grad: bool, size: tuple,
+                 stride: tuple):
+        # Not a frozen dataclass: its ``__init__`` costs a large model's capture a millisecond.  Never changed.
+        self.type = type
+        self.dtype = dtype
+        self.device = device
+        self.requires_grad = requires_grad
+        self.size = size  # may hold None for symbolic dims (any value matches), as ``stride``
+        self.stride = stride
+
+    def _fields(self) -> tuple:
+        return self.type, self.dtype, self.device, self.requires_grad, self.size, self.stride
+
+    def __eq__(self, other):
+        return self._fields() == other._fields() if type(other) is TensorSpec else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return (f"TensorSpec(type={self.type!r}, dtype={self.dtype!r}, device={self.device!r}, "
+                f"requires_grad={self.requires_grad!r}, size={self.size!r}, stride={self.stride!r})")
 
     def mismatch(self, t) -> str | None:
         """A readable description of the first difference, or None if ``t`` matches."""
@@ -270,9 +348,12 @@ class TensorSpec:
 
 def _pattern(values, symbolic) -> tuple:
     """The ints of ``values`` (sizes or strides), None where ``symbolic`` (the fake's) has a symbol."""
-    if symbolic is None:
+    if symbolic is None or _INTS.issuperset(map(type, symbolic)):
         return tuple(values)
     return tuple(None if isinstance(s, torch.SymInt) else v for v, s in zip(values, symbolic))
+
+
+_INTS = frozenset((int,))
 
 
 def _matches(read: str, var: str | None, pattern: tuple) -> str:
@@ -309,8 +390,11 @@ def _short(obj) -> str:
 
 def _literal_ok(value) -> bool:
     if isinstance(value, float):
-        return value == value and value not in (float("inf"), float("-inf"))
+        return value == value and value not in _INFINITIES
     return True
+
+
+_INFINITIES = (float("inf"), float("-inf"))
 
 
 FLOAT_BITS = struct.Struct("<d").pack

@@ -13,10 +13,11 @@ from __future__ import annotations
 import ast
 import builtins as _builtins
 import ctypes
+import functools
 import os
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -77,14 +78,25 @@ _OWN = re.compile(rf"\(({_NAME}) in \{{s\}}\._parameters or \1 in \{{s\}}\._buff
                   rf"or \1 in \{{s\}}\.__dict__\) is (True|False)")
 
 
-@dataclass
 class Lowered:
-    """A guard list as program data: ``steps``/``checks`` for ``_C.GuardProgram``, the guards left to Python."""
+    """A guard list as program data: ``steps``/``checks`` for ``_C.GuardProgram``, the guards left to Python.
 
-    steps: list = field(default_factory=list)
-    checks: list = field(default_factory=list)
-    lines: list = field(default_factory=list)  # one readable line per check
-    python: list = field(default_factory=list)  # guards the program leaves to its Python fallback
+    ``lines()`` (one readable line per check) is made when asked for (logs, tests): a large model's
+    program has thousands of checks and is mostly never shown.
+    """
+
+    def __init__(self):
+        self.steps: list = []
+        self.checks: list = []
+        self.python: list = []  # guards the program leaves to its Python fallback
+        #: Per guard the program checks, in order: the guard (its lines are its parts') or its lines.
+        self.shown: list = []
+
+    def lines(self) -> list[str]:
+        out = []
+        for item in self.shown:
+            out += item if type(item) is list else _lines(item)
+        return out
 
 
 #: Types csrc/guard_checks.c's same_constant compares itself.
@@ -134,36 +146,47 @@ class _TypeOf(Source):
         return f"type({self.base.expr()})"
 
 
+#: The attributes ``_MODULE_STATE`` reads, in the order of its checks.
+_MODULE_ATTRS = ("_parameters", "_buffers", "_modules", "_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
+                 "__dict__")
+#: Step arguments compared by value in a step's key: any other (``True`` beside ``1``, ``-0.0`` beside
+#: ``0.0``) by its repr, as the source's expression shows it.
+_PLAIN_ARGS = (str, int)
+
+
 class _Builder:
     def __init__(self, builtins_dict: dict | None):
         self.out = Lowered()
         self.builtins = builtins_dict if builtins_dict is not None else _builtins.__dict__
-        self._steps: dict = {}  # source expression (or constant id) -> step index
-        # Steps the program has checked before any symbolic-shape guard (which come last): exact
-        # tensors read through the shim, exact ints.
-        self._tensors: set[int] = set()
-        self._ints: set[int] = set()
-        #: id(source) -> (source, its expression): guards of one module share its source objects, and
-        #: a parameter's expression takes microseconds to build.  Sources are immutable and each is
-        #: held here, so the id names that one source while the builder lives.
-        self._exprs: dict[int, tuple] = {}
-        #: id(source) -> (source, its step or None): the same source object read again (a module's, by
-        #: each of its guards) finds its step without its expression.  Held as ``_exprs`` holds them.
+        #: A step's key (what it reads from which earlier step) -> its index.  Two sources with the same
+        #: expression read the same step, and a step is found without that expression.
+        self._steps: dict = {}
+        # Steps the program has checked before any symbolic-shape guard (which come last), by the
+        # expression of their source: exact tensors read through the shim, exact ints.
+        self._tensors: dict[str, int] = {}
+        self._ints: dict[str, int] = {}
+        #: id(source) -> (source, its step or None): a source object read again (a module's, by each of
+        #: its guards) finds its step at once.  Sources are immutable and each is held here, so the id
+        #: names that one source while the builder lives.
         self._read: dict[int, tuple] = {}
-
-    def _expr(self, src: Source) -> str:
-        known = self._exprs.get(id(src))
-        if known is None or known[0] is not src:
-            known = self._exprs[id(src)] = (src, src.expr())
-        return known[1]
 
     # -- sources ------------------------------------------------------------------------
     def _step(self, key, op: int, base: int, arg) -> int:
-        if key not in self._steps:
-            self._steps[key] = len(self.out.steps)
+        step = self._steps.get(key)
+        if step is None:
+            step = self._steps[key] = len(self.out.steps)
             # Names in dicts (globals, attributes) are interned: an interned key is found by identity.
             self.out.steps.append((op, base, sys.intern(arg) if type(arg) is str else arg))
-        return self._steps[key]
+        return step
+
+    def _attr(self, base: int, name: str, op: int = SRC_ATTR) -> int:
+        step = self._steps.get((op, base, name))
+        return self._step((op, base, name), op, base, name) if step is None else step
+
+    def _keyed(self, op: int, base: int, arg) -> int:
+        """A step reading ``arg`` (a constant key or index) from ``base``."""
+        key = (op, base, arg) if type(arg) in _PLAIN_ARGS else (op, base, None, repr(arg))
+        return self._step(key, op, base, arg)
 
     def const(self, obj) -> int:
         return self._step(("const", id(obj)), SRC_CONST, -1, obj)
@@ -180,91 +203,171 @@ class _Builder:
         return step
 
     def _source(self, src: Source) -> int | None:
-        key = self._expr(src)
-        if key in self._steps:
-            return self._steps[key]
         t = type(src)
+        if t is LocalSource:
+            return self._step((SRC_LOCAL, -1, src.name), SRC_LOCAL, -1, src.name)
+        if t is GlobalSource:
+            return self._step((SRC_GLOBAL, -1, src.name), SRC_GLOBAL, -1, src.name)
         if t is _Globals:
-            return self._step(key, SRC_GLOBALS, -1, None)
+            return self._step((SRC_GLOBALS, -1, None), SRC_GLOBALS, -1, None)
         if t is _Constant:
             return self.const(src.obj)
-        if t is LocalSource:
-            return self._step(key, SRC_LOCAL, -1, src.name)
-        if t is GlobalSource:
-            return self._step(key, SRC_GLOBAL, -1, src.name)
         if t is ClassSource:
-            return self._step(key, SRC_CONST, -1, src.cls)
+            return self._step(("class", id(src.cls)), SRC_CONST, -1, src.cls)
         if t is ModuleGlobalSource:
-            return self._step(key, SRC_ITEM, self.const(src.globals_dict), src.name)
+            return self._keyed(SRC_ITEM, self.const(src.globals_dict), src.name)
         if t is BuiltinSource:
-            return self._step(key, SRC_ITEM, self.const(self.builtins), src.name)
+            return self._keyed(SRC_ITEM, self.const(self.builtins), src.name)
         base = self.source(getattr(src, "base", None))
         if base is None:
             return None
-        if t is GenericAttrSource:
-            return self._step(key, SRC_GENERIC_ATTR, base, src.name)
         if t is AttrSource:
-            return self._step(key, SRC_ATTR, base, src.name)
+            return self._attr(base, src.name)
+        if t is GenericAttrSource:
+            return self._attr(base, src.name, SRC_GENERIC_ATTR)
         if t is DictEntrySource:
-            attr = self._step(f"{self._expr(src.base)}.{src.dict_attr}", SRC_ATTR, base, src.dict_attr)
-            return self._step(key, SRC_ITEM, attr, src.key)
+            return self._keyed(SRC_ITEM, self._attr(base, src.dict_attr), src.key)
         if t is ItemSource:
-            return self._step(key, SRC_ITEM, base, src.index)
+            return self._keyed(SRC_ITEM, base, src.index)
         if t is KeyedItemSource:
             index = self.source(src.key)
-            return None if index is None else self._step(key, SRC_KEYED_ITEM, base, index)
+            return None if index is None else self._step((SRC_KEYED_ITEM, base, index), SRC_KEYED_ITEM, base, index)
         if t is CellContentsSource:
-            closure = self._step(f"{self._expr(src.base)}.__closure__", SRC_ATTR, base, "__closure__")
-            cell = self._step(f"{self._expr(src.base)}.__closure__[{src.index}]", SRC_ITEM, closure, src.index)
-            return self._step(key, SRC_ATTR, cell, "cell_contents")
+            cell = self._keyed(SRC_ITEM, self._attr(base, "__closure__"), src.index)
+            return self._attr(cell, "cell_contents")
         if t is DictStorageSource:
-            return self._step(key, SRC_DICT_STORAGE, base, src.key)
+            return self._keyed(SRC_DICT_STORAGE, base, src.key)
         if t is _TypeOf:
-            return self._step(key, SRC_TYPE, base, None)
+            return self._step((SRC_TYPE, base, None), SRC_TYPE, base, None)
         return None
 
     # -- checks -------------------------------------------------------------------------
     def lower(self, g: Guard) -> None:
-        checks = self._checks(g)
-        if checks is None:
+        op = g.op
+        if op is None:
+            if g.kind == "SYMBOLIC_SHAPE":
+                checks = self._symbolic(g)
+                if checks is None:
+                    self.out.python.append(g)
+                else:
+                    self.out.checks += [check for check, _ in checks]
+                    self.out.shown.append([line for _, line in checks])
+                return
+            if g.template == _MODULE_STATE:
+                self._module_state(g)
+                return
+            op = _template_op(g)
+            if op is None:
+                self.out.python.append(g)
+                return
+        if op[0] == "ALL":
+            checks = []
+            for part in op[1]:
+                check = self._check(part)
+                if check is None:
+                    self.out.python.append(g)
+                    return
+                checks.append(check)
+            for part, check in zip(op[1], checks):
+                self._checked(part, check)
+            self.out.checks += checks
+        else:
+            check = self._check(op)
+            if check is None:
+                self.out.python.append(g)
+                return
+            if check[2] is int or check[0] == CK_TENSOR:
+                self._checked(op, check)
+            self.out.checks.append(check)
+        self.out.shown.append(g)
+
+    def _checked(self, op: tuple, check: tuple) -> None:
+        """Note the steps a symbolic-shape guard may read as exact tensors or ints."""
+        if check[0] == CK_TENSOR:
+            self._tensors[op[1].expr()] = check[1]
+        elif check[2] is int and check[0] in (CK_TYPE, CK_EQ):
+            self._ints[op[1].expr()] = check[1]
+
+    def _module_state(self, g: Guard) -> None:
+        """values/module.py's ``_MODULE_STATE`` template: the checks of its seven parts (``_template_op``'s,
+        which ``_lines`` shows), made here from the module's step."""
+        base = self.source(g.source)
+        if base is None:
             self.out.python.append(g)
             return
-        for check, line in checks:
-            self.out.checks.append(check)
-            self.out.lines.append(line)
-            op, src, a = check[:3]
-            if op == CK_TENSOR:
-                self._tensors.add(src)
-            elif op in (CK_TYPE, CK_EQ) and a is int:
-                self._ints.add(src)
+        objects, steps, made = g.objects, self._steps, self.out.steps
+        # The attribute steps are found or made here, not one call each: a model has one such guard
+        # per module.  (The names are interned already, as ``_step`` would make them.)
+        reads = []
+        for name in _MODULE_ATTRS:
+            key = (SRC_ATTR, base, name)
+            step = steps.get(key)
+            if step is None:
+                step = steps[key] = len(made)
+                made.append(key)
+            reads.append(step)
+        params, buffers, modules, forward_hooks, pre_hooks, backward_hooks, instance_dict = reads
+        self.out.checks += [
+            (CK_KEYS, params, list(objects["p"]), None, ()),
+            (CK_KEYS, buffers, list(objects["b"]), None, ()),
+            (CK_KEYS, modules, list(objects["c"]), None, ()),
+            (CK_FALSY, forward_hooks, None, None, ()),
+            (CK_FALSY, pre_hooks, None, None, ()),
+            (CK_FALSY, backward_hooks, None, None, ()),
+            (CK_NOT_IN, instance_dict, "forward", None, ()),
+        ]
+        self.out.shown.append(g)
 
-    def _checks(self, g: Guard) -> list | None:
-        """``[(check tuple, readable line)]`` for ``g``, or None if the program cannot check it."""
-        if g.kind == "SYMBOLIC_SHAPE" and g.op is None:
-            return self._symbolic(g)
-        op = g.op if g.op is not None else _template_op(g)
-        if op is None:
-            return None
+    def _check(self, op: tuple) -> tuple | None:
+        """The check tuple of one part of a guard (``Guard.op``), or None if the program cannot check it."""
         kind = op[0]
         if kind == "CALL_IS":
-            return [((CK_CALL_IS, -1, op[1], op[2], ()), f"{op[1].__name__}() is {op[2]!r}")]
+            return CK_CALL_IS, -1, op[1], op[2], ()
         if kind == "DISTINCT":
             steps = [self.source(s) for s in op[1]]
-            if None in steps:
-                return None
-            return [((CK_DISTINCT, -1, None, None, tuple(steps)), g.description)]
+            return None if None in steps else (CK_DISTINCT, -1, None, None, tuple(steps))
         if kind == "IN_ANY":
             steps = [self.source(s) for s in op[3]]
-            if None in steps:
-                return None
-            return [((CK_IN_ANY, -1, op[2], None, (int(op[1]), *steps)), g.description)]
-        out = []
-        for part in (op,) if kind != "ALL" else op[1]:
-            check = self._check(part)
-            if check is None:
-                return None
-            out.append(check)
-        return out
+            return None if None in steps else (CK_IN_ANY, -1, op[2], None, (int(op[1]), *steps))
+        known = self._read.get(id(op[1]))  # ``source``'s memo, looked up here: most guards' source was read before
+        src = known[1] if known is not None and known[0] is op[1] else self.source(op[1])
+        if src is None:
+            return None
+        if kind == "TYPE":
+            return CK_TYPE, src, op[2], None, ()
+        if kind == "ID":
+            return CK_ID, src, op[2], None, ()
+        if kind == "ID_WEAK":
+            return CK_ID_WEAK, src, op[2], None, ()
+        if kind == "EQ":
+            return None if type(op[3]) is not op[2] else (CK_EQ, src, op[2], op[3], ())
+        if kind == "FLOAT_BITS":
+            return CK_FLOAT_BITS, src, op[2], None, ()
+        if kind == "COMPLEX_BITS":
+            return CK_COMPLEX_BITS, src, op[2], None, ()
+        if kind == "KEYS":
+            return CK_KEYS, src, list(op[2]), None, ()
+        if kind in ("SAME", "SAME_KEYS"):
+            check, fn = (CK_SAME, None) if _c_constant(op[2]) else (CK_CALL_TRUE, same_constant)
+            return check, src, fn, op[2], (int(kind == "SAME_KEYS"),)
+        if kind in ("LEN_EQ", "LEN_GT"):
+            return (CK_LEN_EQ if kind == "LEN_EQ" else CK_LEN_GT), src, None, None, (op[2],)
+        if kind == "HAS_ATTR":
+            return CK_HAS_ATTR, src, op[2], None, (int(op[3]),)
+        if kind == "IS_SOURCE":
+            other = self.source(op[2])
+            return None if other is None else (CK_IS_SOURCE, src, None, None, (other, int(op[3])))
+        if kind == "IN_SOURCE":
+            item = self.source(op[2])
+            return None if item is None else (CK_IN_SOURCE, src, None, None, (item, int(op[3])))
+        if kind == "FALSY":
+            return CK_FALSY, src, None, None, ()
+        if kind in ("IN", "NOT_IN"):
+            return (CK_IN if kind == "IN" else CK_NOT_IN), src, op[2], None, ()
+        if kind == "TENSOR":
+            ints = _tensor_ints(op[2])
+            return None if ints is None else (CK_TENSOR, src, op[2].type, op[2].requires_grad, ints)
+        return None
 
     def _symbolic(self, g: Guard) -> list | None:
         """A ShapeEnv guard (``2 <= L['x'].size()[0]``, ``a == b*c``) as integer expressions, one per
@@ -315,105 +418,118 @@ class _Builder:
               and isinstance(node.value.func, ast.Attribute) and node.value.func.attr in ("size", "stride")
               and not node.value.args and not node.value.keywords
               and isinstance(node.slice, ast.Constant) and type(node.slice.value) is int and node.slice.value >= 0):
-            step = self._steps.get(ast.get_source_segment(text, node.value.func.value))
-            if step not in self._tensors:
+            step = self._tensors.get(ast.get_source_segment(text, node.value.func.value))
+            if step is None:
                 raise _NotLowered
             code += [IE_SIZE if node.value.func.attr == "size" else IE_STRIDE, step, node.slice.value]
         else:
-            step = self._steps.get(ast.get_source_segment(text, node))
-            if step not in self._ints:
+            step = self._ints.get(ast.get_source_segment(text, node))
+            if step is None:
                 raise _NotLowered
             code += [IE_INT, step, 0]
 
-    def _check(self, op: tuple):
-        kind, src = op[0], self.source(op[1])
-        if src is None:
-            return None
-        where = self._expr(op[1])
-        if kind == "TYPE":
-            return (CK_TYPE, src, op[2], None, ()), f"type({where}) is {op[2].__qualname__}"
-        if kind == "ID":
-            return (CK_ID, src, op[2], None, ()), f"{where} is {_shown(op[2])}"
-        if kind == "ID_WEAK":
-            return (CK_ID_WEAK, src, op[2], None, ()), f"{where} is (weakly) {_shown(op[2]())}"
-        if kind == "EQ":
-            if type(op[3]) is not op[2]:
-                return None
-            return (CK_EQ, src, op[2], op[3], ()), f"type({where}) is {op[2].__qualname__} and {where} == {op[3]!r}"
-        if kind == "FLOAT_BITS":
-            return (CK_FLOAT_BITS, src, op[2], None, ()), f"{where} is the float with bits {op[2].hex()}"
-        if kind == "COMPLEX_BITS":
-            return (CK_COMPLEX_BITS, src, op[2], None, ()), f"{where} is the complex with bits {op[2].hex()}"
-        if kind == "KEYS":
-            return (CK_KEYS, src, list(op[2]), None, ()), f"list({where}) == {op[2]!r}"
-        if kind in ("SAME", "SAME_KEYS"):
-            listed = kind == "SAME_KEYS"
-            shown = f"list({where})" if listed else where
-            check, fn = (CK_SAME, None) if _c_constant(op[2]) else (CK_CALL_TRUE, same_constant)
-            return (check, src, fn, op[2], (int(listed),)), f"same_constant({shown}, {op[2]!r})"
-        if kind in ("LEN_EQ", "LEN_GT"):
-            return ((CK_LEN_EQ if kind == "LEN_EQ" else CK_LEN_GT), src, None, None, (op[2],)), \
-                f"len({where}) {'==' if kind == 'LEN_EQ' else '>'} {op[2]}"
-        if kind == "HAS_ATTR":
-            return (CK_HAS_ATTR, src, op[2], None, (int(op[3]),)), f"hasattr({where}, {op[2]!r}) is {op[3]}"
-        if kind == "IS_SOURCE":
-            other = self.source(op[2])
-            if other is None:
-                return None
-            return (CK_IS_SOURCE, src, None, None, (other, int(op[3]))), f"({where} is {op[2].expr()}) is {op[3]}"
-        if kind == "IN_SOURCE":
-            item = self.source(op[2])
-            if item is None:
-                return None
-            return (CK_IN_SOURCE, src, None, None, (item, int(op[3]))), f"({op[2].expr()} in {where}) is {op[3]}"
-        if kind == "FALSY":
-            return (CK_FALSY, src, None, None, ()), f"not {where}"
-        if kind in ("IN", "NOT_IN"):
-            return ((CK_IN if kind == "IN" else CK_NOT_IN), src, op[2], None, ()), \
-                f"{op[2]!r} {'in' if kind == 'IN' else 'not in'} {where}"
-        if kind == "TENSOR":
-            ints = _tensor_ints(op[2])
-            if ints is None:
-                return None
-            return (CK_TENSOR, src, op[2].type, op[2].requires_grad, ints), f"tensor {where} matches {op[2]}"
-        return None
-
-
 def _template_op(g: Guard) -> tuple | None:
     """The check of a guard written elsewhere from a known template (``GuardSet.add``), or None."""
-    s, t, obj = g.source, g.template, g.objects
+    plan = _plan(g.template)
+    if plan is None:
+        return None
+    wants_source, make = plan
+    if wants_source is not None and wants_source is not (g.source is not None):
+        return None
+    return make(g.source, g.objects)
+
+
+def _dict_of(s: Source, written: str) -> Source:
+    """The instance dict a template reads: ``{s}.__dict__`` or ``object.__getattribute__({s}, '__dict__')``."""
+    return AttrSource(s, "__dict__") if written.startswith("{s}") else GenericAttrSource(s, "__dict__")
+
+
+@functools.lru_cache(maxsize=4096)
+def _plan(t: str):
+    """How to make the check of template ``t``: (whether it needs a source (None: either way), a function of the
+    guard's source and objects), or None: a template this module does not know.  Parsed once per template."""
     if t == _MODULE_STATE:
-        return ("ALL", [("KEYS", AttrSource(s, "_parameters"), obj["p"]), ("KEYS", AttrSource(s, "_buffers"), obj["b"]),
-                        ("KEYS", AttrSource(s, "_modules"), obj["c"]), ("FALSY", AttrSource(s, "_forward_hooks")),
-                        ("FALSY", AttrSource(s, "_forward_pre_hooks")), ("FALSY", AttrSource(s, "_backward_hooks")),
-                        ("NOT_IN", AttrSource(s, "__dict__"), "forward")])
+        return None, lambda s, obj: ("ALL", [
+            ("KEYS", AttrSource(s, "_parameters"), obj["p"]), ("KEYS", AttrSource(s, "_buffers"), obj["b"]),
+            ("KEYS", AttrSource(s, "_modules"), obj["c"]), ("FALSY", AttrSource(s, "_forward_hooks")),
+            ("FALSY", AttrSource(s, "_forward_pre_hooks")), ("FALSY", AttrSource(s, "_backward_hooks")),
+            ("NOT_IN", AttrSource(s, "__dict__"), "forward")])
     if t == _FUNCTION:
-        return ("ALL", [("TYPE", s, obj["t"]), ("ID", AttrSource(s, "__code__"), obj["code"]),
-                        ("ID", AttrSource(s, "__globals__"), obj["g"])])
-    if t == "list({s}) == {keys}" and type(obj.get("keys")) is list:
-        return ("KEYS", s, obj["keys"])
-    if s is not None and (m := _LENGTH.fullmatch(t)):
-        return ("LEN_EQ" if m[1] == "==" else "LEN_GT", s, int(m[2]))
-    if s is not None and (m := _NOT_IN_DICT.fullmatch(t)):
-        where = AttrSource(s, "__dict__") if m[2].startswith("{s}") else GenericAttrSource(s, "__dict__")
-        return ("NOT_IN", where, ast.literal_eval(m[1]))
-    if s is not None and (m := _MISSING.fullmatch(t)):
-        checks = [("HAS_ATTR", _TypeOf(s), ast.literal_eval(m[3]), False)]
-        if m[1] is not None:
-            where = AttrSource(s, "__dict__") if m[2].startswith("{s}") else GenericAttrSource(s, "__dict__")
-            checks.insert(0, ("NOT_IN", where, ast.literal_eval(m[1])))
-        return ("ALL", checks)
-    if s is not None and (m := _OWN.fullmatch(t)):
-        return ("IN_ANY", m[2] == "True", ast.literal_eval(m[1]),
-                [AttrSource(s, a) for a in ("_parameters", "_buffers", "_modules", "__dict__")])
-    if s is not None and (m := _CLASS_ATTR.fullmatch(t)):
-        return ("ID", AttrSource(_TypeOf(s), m[1]), obj["attr"])
-    if s is not None and (m := _ATTR_IS.fullmatch(t)):
-        return ("ID", AttrSource(s, m[1]), obj["attr"])
-    if s is None and (m := _NAME_IN.fullmatch(t)):
-        where = _Globals() if m[3] == "G" else _Constant(obj["g"])
-        return ("NOT_IN" if m[2] == "not in" else "IN", where, ast.literal_eval(m[1]))
+        return None, lambda s, obj: ("ALL", [("TYPE", s, obj["t"]), ("ID", AttrSource(s, "__code__"), obj["code"]),
+                                             ("ID", AttrSource(s, "__globals__"), obj["g"])])
+    if t == "list({s}) == {keys}":
+        return None, lambda s, obj: ("KEYS", s, obj["keys"]) if type(obj.get("keys")) is list else None
+    if m := _LENGTH.fullmatch(t):
+        kind, n = "LEN_EQ" if m[1] == "==" else "LEN_GT", int(m[2])
+        return True, lambda s, obj: (kind, s, n)
+    if m := _NOT_IN_DICT.fullmatch(t):
+        name, written = ast.literal_eval(m[1]), m[2]
+        return True, lambda s, obj: ("NOT_IN", _dict_of(s, written), name)
+    if m := _MISSING.fullmatch(t):
+        attr, name, written = ast.literal_eval(m[3]), m[1] and ast.literal_eval(m[1]), m[2]
+        if name is None:
+            return True, lambda s, obj: ("ALL", [("HAS_ATTR", _TypeOf(s), attr, False)])
+        return True, lambda s, obj: ("ALL", [("NOT_IN", _dict_of(s, written), name),
+                                             ("HAS_ATTR", _TypeOf(s), attr, False)])
+    if m := _OWN.fullmatch(t):
+        own, name = m[2] == "True", ast.literal_eval(m[1])
+        return True, lambda s, obj: ("IN_ANY", own, name,
+                                     [AttrSource(s, a) for a in ("_parameters", "_buffers", "_modules", "__dict__")])
+    if m := _CLASS_ATTR.fullmatch(t):
+        attr = m[1]
+        return True, lambda s, obj: ("ID", AttrSource(_TypeOf(s), attr), obj["attr"])
+    if m := _ATTR_IS.fullmatch(t):
+        attr = m[1]
+        return True, lambda s, obj: ("ID", AttrSource(s, attr), obj["attr"])
+    if m := _NAME_IN.fullmatch(t):
+        kind, name, in_frame = "NOT_IN" if m[2] == "not in" else "IN", ast.literal_eval(m[1]), m[3] == "G"
+        return False, lambda s, obj: (kind, _Globals() if in_frame else _Constant(obj["g"]), name)
     return None
+
+
+def _lines(g: Guard) -> list[str]:
+    """The readable lines of the checks of ``g``, a guard the program checks (``Lowered.lines``)."""
+    op = g.op if g.op is not None else _template_op(g)
+    kind = op[0]
+    if kind == "CALL_IS":
+        return [f"{op[1].__name__}() is {op[2]!r}"]
+    if kind in ("DISTINCT", "IN_ANY"):
+        return [g.description]
+    return [_line(part) for part in ((op,) if kind != "ALL" else op[1])]
+
+
+def _line(op: tuple) -> str:
+    kind, where = op[0], op[1].expr()
+    if kind == "TYPE":
+        return f"type({where}) is {op[2].__qualname__}"
+    if kind == "ID":
+        return f"{where} is {_shown(op[2])}"
+    if kind == "ID_WEAK":
+        return f"{where} is (weakly) {_shown(op[2]())}"
+    if kind == "EQ":
+        return f"type({where}) is {op[2].__qualname__} and {where} == {op[3]!r}"
+    if kind == "FLOAT_BITS":
+        return f"{where} is the float with bits {op[2].hex()}"
+    if kind == "COMPLEX_BITS":
+        return f"{where} is the complex with bits {op[2].hex()}"
+    if kind == "KEYS":
+        return f"list({where}) == {op[2]!r}"
+    if kind in ("SAME", "SAME_KEYS"):
+        return f"same_constant({f'list({where})' if kind == 'SAME_KEYS' else where}, {op[2]!r})"
+    if kind in ("LEN_EQ", "LEN_GT"):
+        return f"len({where}) {'==' if kind == 'LEN_EQ' else '>'} {op[2]}"
+    if kind == "HAS_ATTR":
+        return f"hasattr({where}, {op[2]!r}) is {op[3]}"
+    if kind == "IS_SOURCE":
+        return f"({where} is {op[2].expr()}) is {op[3]}"
+    if kind == "IN_SOURCE":
+        return f"({op[2].expr()} in {where}) is {op[3]}"
+    if kind == "FALSY":
+        return f"not {where}"
+    if kind in ("IN", "NOT_IN"):
+        return f"{op[2]!r} {'in' if kind == 'IN' else 'not in'} {where}"
+    assert kind == "TENSOR", kind
+    return f"tensor {where} matches {op[2]}"
 
 
 def lower(guards: list[Guard], builtins_dict: dict | None = None) -> Lowered:
