@@ -806,6 +806,63 @@ def test_elementwise_result_rule_is_the_dispatched_layout(seed):
     assert answered > 40  # it answers for most of them, or it buys nothing
 
 
+
+@pytest.mark.parametrize("seed", range(6))
+def test_in_place_rule_is_what_dispatching_returns(seed):
+    """``F.relu(x, inplace=True)``, ``x += y``, ``x.mul_(y)``... on random layouts (expanded: internal
+    overlap; views of ``x`` as ``y``: partial overlap; broadcasting ``x`` itself; other dtypes; numbers;
+    tensors that need grad; inference tensors): where the rule says the kernel returns ``x`` one version
+    up, dispatching does exactly that, and where dispatching raises the rule said no."""
+    import operator
+    import random
+
+    from dynacap.graph import GraphBuilder
+    from dynacap.graph.results import RETURNS_FIRST_ARGUMENT
+
+    rng = random.Random(seed)
+    answered = 0
+    for _ in range(120):
+        grad = rng.random() < 0.3
+        builder = GraphBuilder()
+        with builder.propagating(), torch.set_grad_enabled(grad):
+            shape = [rng.choice([1, 2, 3]) for _ in range(rng.randrange(0, 4))]
+            dtype = rng.choice([torch.float32, torch.float16, torch.int64])
+            with torch.inference_mode(rng.random() < 0.1):
+                x = _random_operand(rng, shape, torch.float32).to(dtype) if shape else torch.randn(()).to(dtype)
+            if rng.random() < 0.2 and x.is_floating_point() and not x.is_inference():
+                x.requires_grad_()
+            pick = rng.random()
+            if pick < 0.2:
+                y = rng.choice([2, 0.5, True, 2 ** 70])
+            elif pick < 0.3:
+                y = x
+            elif pick < 0.4 and x.dim():
+                y = x.detach()[..., :1] if not x.is_inference() else x
+            else:
+                y = _random_operand(rng, _broadcast_partner(rng, shape) if shape and pick < 0.8 else shape,
+                                    torch.float32).to(rng.choice([dtype, dtype, torch.float64]))
+            fx_ = builder.fake_of(x)
+            fy = builder.fake_of(y) if isinstance(y, torch.Tensor) and y is not x else (fx_ if y is x else y)
+            op, args, kwargs = rng.choice([
+                (torch.nn.functional.relu, [fx_], {"inplace": True}),
+                (torch.nn.functional.relu, [fx_, True], {}),
+                (torch.nn.functional.relu, [fx_], {}),
+                ("relu_", [fx_], {}), (torch.relu_, [fx_], {}),
+                (operator.iadd, [fx_, fy], {}), (operator.imul, [fx_, fy], {}), (operator.isub, [fx_, fy], {}),
+                ("add_", [fx_, fy], {}), ("mul_", [fx_, fy], {}), ("sub_", [fx_, fy], {}),
+            ])
+            says = RETURNS_FIRST_ARGUMENT[op](args, kwargs)
+            before = None if fx_.is_inference() else fx_._version
+            try:
+                out = getattr(args[0], op)(*args[1:], **kwargs) if isinstance(op, str) else op(*args, **kwargs)
+            except Exception:
+                assert not says
+                continue
+            if says:
+                answered += 1
+                assert out is fx_ and fx_._version == before + 1
+    assert answered > 15
+
 def test_elementwise_result_rule_answers_convnext_layer_scale_and_residual():
     """The layouts a ConvNeXt block meets: a channels-last activation times a (1, C, 1, 1) scale, plus the
     channels-last shortcut; a transformer's residual add of contiguous tensors."""

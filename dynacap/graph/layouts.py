@@ -60,6 +60,17 @@ def _is_channels_last(shape, stride) -> bool:
     return True
 
 
+def is_non_overlapping_and_dense(shape, stride) -> bool:
+    """``TensorImpl::compute_non_overlapping_and_dense``: the dims of size 2 or more, by stride, tile
+    the storage."""
+    required = 1
+    for d in sorted((d for d in range(len(shape)) if shape[d] >= 2), key=lambda d: stride[d]):
+        if stride[d] != required:
+            return False
+        required *= shape[d]
+    return True
+
+
 def expanded_strides(shape, operand_shape, operand_stride) -> tuple:
     """The strides of ``operand.expand(shape)`` (ATen's ``inferExpandGeometry``): 0 along a dim it is
     broadcast along; a new leading dim of size 1 gets the stride a contiguous one would."""

@@ -16,7 +16,7 @@ from torch._subclasses.fake_tensor import FakeTensor, in_kernel_invocation_manag
 
 from .effects import storage_of
 from .fakes import make_view
-from .results import MULTIPLE_VIEWS, RESULT_RULES, VIEW_OPERATIONS
+from .results import MULTIPLE_VIEWS, RESULT_RULES, RETURNS_FIRST_ARGUMENT, VIEW_OPERATIONS
 
 
 class Propagation:
@@ -54,6 +54,9 @@ class Propagation:
             if known is not None:
                 return self._faking(self._remake, *known)
             returned = self._returns.get(key)
+            if returned is None and target in RETURNS_FIRST_ARGUMENT and RETURNS_FIRST_ARGUMENT[target](fake_args,
+                                                                                                     fake_kwargs):
+                returned = self._returns[key] = (0, True)
             if returned is not None:
                 index, bumped = returned
                 fake = tensors[index]

@@ -18,7 +18,8 @@ import operator
 import torch
 from torch._subclasses.fake_tensor import FakeTensor
 
-from .layouts import channels_last_strides, contiguous_strides, elementwise_strides
+from .effects import storage_of
+from .layouts import channels_last_strides, contiguous_strides, elementwise_strides, is_non_overlapping_and_dense
 
 #: Dtypes the rules answer for (integer and complex results are always dispatched).
 NORM_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
@@ -212,6 +213,60 @@ def _binary_result(args: list, kwargs: dict):
         return None  # sizes that do not broadcast: dispatching raises
     return (shape, elementwise_strides(shape, [(a.shape, a.stride()), (b.shape, b.stride())]), a.dtype, a.device,
             None)
+
+
+def _writes_in_place(x, others) -> bool:
+    """Whether an elementwise in-place kernel on ``x`` with the operands ``others`` (fakes or numbers)
+    returns ``x`` one version up without raising: ``x`` of a floating dtype, dense without overlap (no
+    internal-overlap error), needing no grad recorded, no inference tensor; each operand a number fitting
+    an int64, or a fake of ``x``'s dtype and device that broadcasts to ``x``'s sizes and is ``x`` or shares
+    no storage with it (no partial-overlap error)."""
+    if (type(x) is not FakeTensor or x.layout is not torch.strided or x.dtype not in NORM_DTYPES
+            or x.constant is not None or x.is_inference() or not is_non_overlapping_and_dense(x.shape, x.stride())
+            or _records_grad(x, *(o for o in others if type(o) is FakeTensor))):
+        return False
+    for o in others:
+        if type(o) in _NUMBERS:
+            if not -2 ** 63 <= o < 2 ** 63:
+                return False
+            continue
+        if (type(o) is not FakeTensor or o.layout is not torch.strided or o.dtype != x.dtype or o.device != x.device
+                or o.constant is not None or (o is not x and storage_of(o) == storage_of(x))):
+            return False
+        try:
+            if torch.broadcast_shapes(x.shape, o.shape) != x.shape:
+                return False
+        except RuntimeError:
+            return False
+    return True
+
+
+def _relu_in_place(args: list, kwargs: dict) -> bool:
+    """``F.relu(x, inplace=True)``."""
+    bound = _bind(("input", "inplace"), (False,), args, kwargs)
+    return bound is not None and bound[1] is True and _writes_in_place(bound[0], [])
+
+
+def _unary_in_place(args: list, kwargs: dict) -> bool:
+    """``x.relu_()``, ``torch.relu_(x)``."""
+    return len(args) == 1 and not kwargs and _writes_in_place(args[0], [])
+
+
+def _binary_in_place(args: list, kwargs: dict) -> bool:
+    """``x += y``, ``x *= y``, ``x -= y``, ``x.add_(y)``... (no ``alpha``)."""
+    return len(args) == 2 and not kwargs and _writes_in_place(args[0], args[1:])
+
+
+#: Numbers an in-place operand may be (a wrapped scalar).
+_NUMBERS = (int, float, bool)
+
+#: Operations known to return their first argument, written in place (one version up), without
+#: dispatching (``Propagation.propagate`` records it as it records a dispatched one).
+RETURNS_FIRST_ARGUMENT = {
+    torch.nn.functional.relu: _relu_in_place,
+    **{op: _unary_in_place for op in (torch.relu_, "relu_")},
+    **{op: _binary_in_place for op in (operator.iadd, operator.imul, operator.isub, "add_", "mul_", "sub_")},
+}
 
 #: View operations (functions, and methods by name) whose view of their first argument fake propagation
 #: may take from the operation's own kernel run on the fake's meta storage (``Propagation._view_of``):
