@@ -863,6 +863,20 @@ def test_in_place_rule_is_what_dispatching_returns(seed):
                 assert out is fx_ and fx_._version == before + 1
     assert answered > 15
 
+
+def test_build_query_under_the_trace_fake_mode_is_torchs_answer(monkeypatch):
+    """The convolution backend choice asks ``_nnpack_available`` per new shape: the trace's fake mode
+    answers it by running it, never through fake dispatch, and with torch's own answer."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from dynacap.graph import GraphBuilder
+
+    expected = torch._nnpack_available()
+    builder = GraphBuilder()
+    monkeypatch.setattr(FakeTensorMode, "__torch_dispatch__", lambda *a, **k: pytest.fail("dispatched"))
+    with builder.propagating():
+        assert torch.ops.aten._nnpack_available.default() == expected
+
 def test_elementwise_result_rule_answers_convnext_layer_scale_and_residual():
     """The layouts a ConvNeXt block meets: a channels-last activation times a (1, C, 1, 1) scale, plus the
     channels-last shortcut; a transformer's residual add of contiguous tensors."""

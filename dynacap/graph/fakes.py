@@ -20,12 +20,16 @@ from torch._subclasses.fake_tensor import (
 )
 
 _AS_STRIDED = torch.ops.aten.as_strided.default
+#: Operators without tensor arguments that answer a question about torch's build (the convolution
+#: backend choice asks one per new shape): run as they are, as fake dispatch would after its cache lookup.
+_BUILD_QUERIES = frozenset({torch.ops.aten._nnpack_available.default})
 
 
 class TraceFakeMode(FakeTensorMode):
     """A ``FakeTensorMode`` that returns the result ``make_view`` prepared for its one ``as_strided`` call,
     and answers metadata queries (``prim.device``: C++ asks it of a fake several times per operation) with
-    the handlers ``FakeTensorMode.dispatch`` answers them with first, without its wrappers."""
+    the handlers ``FakeTensorMode.dispatch`` answers them with first, and build queries by running them,
+    without its wrappers."""
 
     #: (the tensor viewed, its view's fake) while ``make_view`` calls ``as_strided``, else None.
     _prepared = None
@@ -38,6 +42,8 @@ class TraceFakeMode(FakeTensorMode):
         handler = _DISPATCH_META_HANDLERS.get(func)
         if handler is not None:
             return handler(args)
+        if func in _BUILD_QUERIES and not args and not kwargs:
+            return func()
         prepared = self._prepared
         if prepared is not None and func is _AS_STRIDED and args and args[0] is prepared[0]:
             self._prepared = None
