@@ -574,3 +574,32 @@ def test_attribute_identity_template():
     gs = GuardSet()
     gs.add("ID_MATCH", L_A, "{s}.run is {attr}", attr=len)
     assert agree(gs, locals_frames([Box(run=len), Box(run=abs), Box()])) == [True, False, False, False]
+
+
+def test_steps_are_shared_by_what_they_read_and_told_apart_as_their_expressions_are():
+    """One step per read, whichever source objects ask for it (fresh or shared, a ``DictEntrySource`` or the
+    item of an attribute); keys equal under ``==`` but written differently (``1``/``True``, ``0.0``/``-0.0``)
+    are separate steps, as the expressions of their sources are."""
+    from dynacap.guards.program import SRC_ITEM, lower
+
+    gs = GuardSet()
+    for key in (1, True, 1, 0.0, -0.0, "1"):
+        gs.type_match(ItemSource(L_A, key), 5)
+    gs.type_match(DictEntrySource(L_A, "_modules", "m"), 5)
+    gs.equals_match(ItemSource(AttrSource(LocalSource("a"), "_modules"), "m"), 5)
+    gs.length(AttrSource(L_A, "_modules"), {"m": 5})
+    steps = lower(list(gs)).steps
+    assert [(op, base, type(arg), repr(arg)) for op, base, arg in steps] == [
+        (SRC_LOCAL, -1, str, "'a'"), (SRC_ITEM, 0, int, "1"), (SRC_ITEM, 0, bool, "True"),
+        (SRC_ITEM, 0, float, "0.0"), (SRC_ITEM, 0, float, "-0.0"), (SRC_ITEM, 0, str, "'1'"),
+        (SRC_ATTR, 0, str, "'_modules'"), (SRC_ITEM, 6, str, "'m'")]
+    class Items(dict):
+        pass
+
+    def items(modules):
+        d = Items({1: 5, 0.0: 5, "1": 5})
+        d._modules = modules
+        return d
+
+    assert agree(gs, locals_frames([items({"m": 5}), items({"m": 5.0}), items({"m": 5, "n": 5}), items({}),
+                                    {1: 5, 0.0: 5, "1": 5}])) == [True, False, False, False, False, False]
