@@ -877,6 +877,39 @@ def test_build_query_under_the_trace_fake_mode_is_torchs_answer(monkeypatch):
     with builder.propagating():
         assert torch.ops.aten._nnpack_available.default() == expected
 
+
+@pytest.mark.parametrize("device", ["cpu", "cuda:0"])
+@pytest.mark.parametrize("unsafe", [False, True])
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_new_fake_is_the_constructors_fake(device, unsafe, requires_grad):
+    """``fakes.new_fake`` makes what ``FakeTensor(mode, meta, device)`` makes: type, attributes, dispatch
+    keys, device, requires_grad, and the same answer to a data-pointer access."""
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+    from dynacap.graph.fakes import new_fake
+
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    mode._allow_unsafe_data_ptr_access = unsafe
+    meta = torch.empty_strided((2, 3), (1, 2), device="meta", requires_grad=requires_grad)
+    made, official = new_fake(mode, meta, torch.device(device)), FakeTensor(mode, meta, torch.device(device))
+    assert type(made) is type(official) is FakeTensor
+    assert made.__dict__ == official.__dict__
+    assert torch._C._dispatch_keys(made) == torch._C._dispatch_keys(official)
+    assert (made.device, made.requires_grad, made.shape, made.stride()) == \
+        (official.device, official.requires_grad, official.shape, official.stride())
+
+    def data_pointer(t):
+        import warnings
+
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                return t.untyped_storage().data_ptr(), [str(w.message)[:40] for w in caught]
+        except Exception as e:  # noqa: BLE001 - the kind of refusal is what is compared
+            return type(e)
+
+    assert data_pointer(made) == data_pointer(official)
+
 def test_elementwise_result_rule_answers_convnext_layer_scale_and_residual():
     """The layouts a ConvNeXt block meets: a channels-last activation times a (1, C, 1, 1) scale, plus the
     channels-last shortcut; a transformer's residual add of contiguous tensors."""

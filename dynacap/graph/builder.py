@@ -36,7 +36,7 @@ from torch._subclasses.fake_tensor import (
 from ..errors import GraphBreak
 from ..source import Source
 from .effects import MUTATES, may_raise, node_effect, storage_of
-from .fakes import TraceFakeMode
+from .fakes import TraceFakeMode, new_fake
 from .propagation import Propagation, storage_length
 from .shapes import SYMBOLIC, NeedsSymbolicShapes, SymbolicShapes
 
@@ -226,7 +226,7 @@ class GraphBuilder:
         with in_kernel_invocation_manager(self.fake_mode):
             meta = torch.empty_strided(shape, stride, dtype=tensor.dtype, device="meta",
                                        requires_grad=tensor.requires_grad)
-        fake = FakeTensor(self.fake_mode, meta, tensor.device)
+        fake = new_fake(self.fake_mode, meta, tensor.device)
         if t is torch.nn.Parameter:
             fake._is_param = True
         self.fake_mode.fake_tensor_converter.set_tensor_memo(tensor, fake)

@@ -15,7 +15,9 @@ import torch
 from torch._subclasses.fake_tensor import (
     _DISPATCH_META_HANDLERS,
     FakeTensor,
+    FakeTensorConfig,
     FakeTensorMode,
+    SymNumberMemoDescriptor,
     in_kernel_invocation_manager,
 )
 
@@ -51,6 +53,29 @@ class TraceFakeMode(FakeTensorMode):
         return super().__torch_dispatch__(func, types, args, {} if kwargs is None else kwargs)
 
 
+#: What ``FakeTensor.__new__`` sets on a fake that holds nothing (no constant, no real tensor, no pytype or
+#: dispatch keys) besides its mode and device: each memo of a number read from it, empty.
+_EMPTY_STATE = {"constant": None, "pytype": None, "dispatch_keys": None, "real_tensor": None,
+                **{f"_{name}{part}": None for name, value in vars(FakeTensor).items()
+                   if isinstance(value, SymNumberMemoDescriptor) for part in ("", "_vc", "_epoch")}}
+
+
+def new_fake(mode: FakeTensorMode, meta: torch.Tensor, device: torch.device) -> FakeTensor:
+    """``FakeTensor(mode, meta, device)`` for a new meta tensor, less the constructor's argument checking and
+    its memo descriptors (two thirds of its cost, paid for each of a model's parameters and results):
+    the same subclass wrapping, dispatch keys, data-pointer policy and attributes."""
+    if device.type == "meta" or device.index is None and device.type != "cpu" or FakeTensorConfig.debug:
+        return FakeTensor(mode, meta, device)  # the constructor's own checks and normalization
+    fake = torch.Tensor._make_subclass(FakeTensor, meta, meta.requires_grad, dispatch_device=True,
+                                       device_for_backend_keys=device)
+    if mode._allow_unsafe_data_ptr_access:
+        torch._C._set_warn_deprecated_on_mutable_data_ptr(fake)
+    else:
+        torch._C._set_throw_on_mutable_data_ptr(fake)
+    fake.__dict__.update(_EMPTY_STATE, _fake_device=device, fake_mode=mode)
+    return fake
+
+
 def make_view(mode: TraceFakeMode, x: FakeTensor, shape, stride, offset: int) -> FakeTensor:
     """``x.as_strided(shape, stride, offset)`` of a fake ``x`` of ``mode`` that autograd does not record:
     the dispatch returns a fake over ``x``'s storage made as ``FakeTensorMode`` makes a cached view
@@ -61,7 +86,7 @@ def make_view(mode: TraceFakeMode, x: FakeTensor, shape, stride, offset: int) ->
     with in_kernel_invocation_manager(mode):
         meta = torch.empty_strided(shape, stride, dtype=x.dtype, device="meta")
         meta.set_(x.untyped_storage(), offset, shape, stride)
-    mode._prepared = (x, FakeTensor(mode, meta, x.device))
+    mode._prepared = (x, new_fake(mode, meta, x.device))
     try:
         return x.as_strided(shape, stride, offset)
     finally:
