@@ -902,9 +902,9 @@ def test_new_fake_is_the_constructors_fake(device, unsafe, requires_grad):
         import warnings
 
         try:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                return t.untyped_storage().data_ptr(), [str(w.message)[:40] for w in caught]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # torch warns once per process: not comparable
+                return t.untyped_storage().data_ptr()
         except Exception as e:  # noqa: BLE001 - the kind of refusal is what is compared
             return type(e)
 
