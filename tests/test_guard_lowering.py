@@ -3,7 +3,8 @@
 For each capture below (construct programs, tiny HuggingFace models, dynamic shapes, timm's convnext_tiny
 when timm is installed) every guard program made is written out as text: the data handed to
 ``_C.GuardProgram`` (each step and each check, objects named by type and first appearance), whether a
-Python fallback came with it, its readable lines (``CompiledGuard.program``) and ``describe()``.
+Python fallback came with it, its readable lines (``CompiledGuard.program``), ``describe()``, and the
+guards' Python form: each one's constants and the generated check of them all (``CompiledGuard.source``).
 ``guard_lowering_expected.json`` holds that text as the lowering of commit f17479e made it (the
 per-guard one).  Regenerate it (``PYTHONPATH=. python3 tests/test_guard_lowering.py --write``) only
 when *what is guarded* changes (values/, interpreter/): a change in how guards are lowered must
@@ -75,6 +76,9 @@ def _program_text(steps, checks, fallback, guard) -> list[str]:
     out.append(f"fallback: {fallback is not None}")
     out += ["line: " + _ADDRESS.sub(r"\1?", line) for line in guard.program]
     out += ["guard: " + _ADDRESS.sub(r"\1?", line) for line in guard.describe()]
+    out += ["constants: " + _ADDRESS.sub(r"\1?", ", ".join(f"{k}={name(v)}" for k, v in g.constants.items()))
+            for g in guard.guards]
+    out += ["python: " + _ADDRESS.sub(r"\1?", line) for line in guard.source.splitlines()]
     return out
 
 
