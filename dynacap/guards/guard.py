@@ -8,6 +8,7 @@ ordered by ``COST`` so that the compiled check fails fast.
 from __future__ import annotations
 
 import math
+import operator
 import struct
 import weakref
 
@@ -117,7 +118,10 @@ class GuardSet:
         return len(self._guards)
 
     def __iter__(self):
-        return iter(sorted(self._guards.values(), key=_cost))
+        # Stable, by cost; the keys are made and compared in C (a large model has thousands of guards).
+        guards = list(self._guards.values())
+        costs = list(map(COST.__getitem__, map(_KIND, guards)))
+        return map(guards.__getitem__, sorted(range(len(guards)), key=costs.__getitem__))
 
     def add(self, kind: str, source: Source | None, template: str, description="", op: tuple | None = None,
             **objects) -> None:
@@ -263,8 +267,7 @@ class GuardSet:
                  op=("CALL_IS", torch._C._is_any_autocast_enabled, autocast))
 
 
-def _cost(g: Guard):
-    return COST[g.kind]
+_KIND = operator.attrgetter("kind")
 
 
 #: ``equals_match``'s templates of the constants checked by identity.
