@@ -629,6 +629,7 @@ def _rule_cases():
            strided(t(1, 6, 4), lambda x: x[:, 1:5]),                       # an offset
            strided(t(1, 4, 4), lambda x: x[:, :1]),                        # contiguous, odd strides of size 1
            strided(t(2, 3, 4), lambda x: x.transpose(0, 1)),
+           strided(t(2, 5, 4), lambda x: x[:, 0]),                         # a row of each sequence (a class token)
            t(0, 4), t(2, 0, 4),                                          # empty
            strided(t(5, 1, 4), lambda x: x.expand(5, 3, 4)),
            lambda: torch.randint(0, 5, (3, 4))]

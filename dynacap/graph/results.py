@@ -33,6 +33,13 @@ def _dense(t, like=None) -> bool:
             and (like is None or (t.dtype == like.dtype and t.device == like.device)))
 
 
+def _strided(t) -> bool:
+    """Whether ``t`` is a fake tensor of a floating dtype, of any strides and offset, with no zero-sized dim
+    and no value held."""
+    return (type(t) is FakeTensor and t.layout is torch.strided and t.dtype in NORM_DTYPES and t.constant is None
+            and 0 not in t.shape)
+
+
 def _records_grad(*tensors) -> bool:
     """Whether autograd would record the operation (its result would need grad: always dispatched)."""
     return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
@@ -88,15 +95,16 @@ def _batch_norm_result(args: list, kwargs: dict):
 
 
 def _linear_result(args: list, kwargs: dict):
-    """``F.linear`` on a dense input of 2 or more dims with a dense weight (and bias) of its dtype: a new
-    contiguous tensor of the input's leading dims and the weight's rows.  With a bias and more than two
+    """``F.linear`` on a dense input of 2 or more dims (or a 2-d input of any strides: a row picked from a
+    sequence, a transposed matrix) with a dense weight (and bias) of its dtype: a new contiguous tensor
+    of the input's leading dims and the weight's rows.  With a bias and more than two
     dims it is a view (``at::linear`` flattens the input, runs ``addmm`` and views the result back);
     otherwise (``addmm``, or ``matmul``'s folded ``mm`` and ``_unsafe_view``) a tensor of its own."""
     bound = _bind(("input", "weight", "bias"), (None,), args, kwargs)
     if bound is None:
         return None
     x, weight, bias = bound
-    if (not _dense(x) or x.dim() < 2 or not _dense(weight, x) or weight.dim() != 2
+    if (not (_dense(x) or x.dim() == 2 and _strided(x)) or x.dim() < 2 or not _dense(weight, x) or weight.dim() != 2
             or weight.shape[1] != x.shape[-1] or _records_grad(x, weight, bias)):
         return None
     out = weight.shape[0]
