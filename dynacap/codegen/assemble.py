@@ -1,29 +1,25 @@
 """The assembler of dynacap's generated code: instruction lists (``bytecode.Bytecode``) to code objects.
 
 ``to_code`` returns exactly the code object bytecode 0.19's ``Bytecode.to_code`` returns
-(every ``co_*`` field), about 6x faster on a rewritten frame (~1,500 instructions for
-timm's convnext_tiny: 14 ms there, 2.4 ms here).  Bytecode spends half its time
-building a control-flow graph to find the stack size and each ``try`` region's depth,
-and the other half in ``ConcreteBytecode`` objects per instruction and cache entry.
-Two passes over the instruction list do the same work here:
+(every ``co_*`` field), ~5x faster on a rewritten frame (timm convnext_tiny: ~1,500
+instructions, 14 ms there, under 3 here).  Bytecode spends half that time on a
+control-flow graph, for the stack size and each ``try`` region's depth, and half on
+``ConcreteBytecode`` objects per instruction and cache entry.  Two passes replace them:
 
-* ``stack_depths``: the code generated here (a graph call inside a ``try``, loads,
-  stores, a return, handlers that rerun the frame) only jumps forward, so one forward
-  pass finds the graph pass's depths: a label's depth is the one every earlier edge
-  (fall-through, forward jump) brings to it, a ``try`` region's depth the lowest
-  inside it, its handler's one more (two with ``push_lasti``), as
-  ``cfg._StackSizeComputer`` records them.  Per-instruction effects are bytecode's
-  own (``Instr.pre_and_post_stack_effect``).  Resume functions pass their stack size
-  and keep the original's depths: this pass does not run for them.
-* ``assemble``: bytecode's concrete conversion for CPython 3.11 (constant, name and
-  local tables in order of first use, inline caches, ``EXTENDED_ARG``, relative jump
-  offsets, the location and exception tables) without its per-instruction objects.
+* ``stack_depths``: generated code (a graph call inside a ``try``, loads, stores, a
+  return, handlers that rerun the frame) only jumps forward, so one forward pass finds
+  the graph pass's depths: a label's is the one every earlier edge brings to it, a
+  ``try`` region's the lowest inside it, its handler's one more (two with
+  ``push_lasti``), as ``cfg._StackSizeComputer`` records them, from bytecode's own
+  per-instruction effects.  Resume functions bring their stack size and depths.
+* ``assemble``: bytecode's concrete conversion for CPython 3.11 (constant, name and local
+  tables in order of first use, inline caches, ``EXTENDED_ARG``, relative jumps, the
+  location and exception tables) without its per-instruction objects.
 
-It must not guess: what a pass does not model exactly (a backward jump or a label
-reached at two depths for the first, a manual ``CACHE`` or an argument bytecode would
-reject for the second, any Python but 3.11) goes to bytecode's own code, which then
-also raises what it raises.  ``DYNACAP_CHECK_ASSEMBLY=1`` assembles every code both
-ways and raises on any difference (``tests/test_assemble.py`` runs captures that way).
+It must not guess: what a pass does not model exactly (a backward jump, a label reached
+at two depths, a manual ``CACHE``, an argument bytecode would reject, any Python but
+3.11) goes to bytecode, which then also raises what it raises.  ``DYNACAP_CHECK_ASSEMBLY=1``
+assembles every code both ways and raises on a difference (``tests/test_assemble.py``).
 """
 from __future__ import annotations
 
@@ -158,19 +154,11 @@ def assemble(bytecode: Bytecode, stacksize: int, try_depths: dict[TryBegin, int]
 
     ``try_depths``: depths for ``TryBegin``s whose own ``stack_depth`` is not set.
     """
-    consts: list = []
-    const_index: dict = {}
-    names: list[str] = []
-    name_index: dict[str, int] = {}
-    varnames: list[str] = []
-    var_index: dict[str, int] = {}
+    consts, const_index, names, name_index, varnames, var_index = [], {}, [], {}, [], {}
     if bytecode.docstring is not UNSET:
-        const_index[const_key(bytecode.docstring)] = 0
-        consts.append(bytecode.docstring)
+        _add(consts, const_index, const_key(bytecode.docstring), bytecode.docstring)
     for name in bytecode.argnames:
-        if name not in var_index:
-            var_index[name] = len(varnames)
-            varnames.append(name)
+        _add(varnames, var_index, name, name)
     cellvars, freevars = list(bytecode.cellvars), list(bytecode.freevars)
     # One entry per instruction: opcode, oparg, location (inherited when unset, as bytecode does).
     ops: list[int] = []
@@ -192,20 +180,11 @@ def assemble(bytecode: Bytecode, stacksize: int, try_depths: dict[TryBegin, int]
                 jumps.append((len(ops), arg))
                 arg = 0
             elif opcode in HAS_CONST:
-                key = const_key(arg)
-                index = const_index.get(key)
-                if index is None:
-                    index = const_index[key] = len(consts)
-                    consts.append(arg)
-                arg = index
+                arg = _add(consts, const_index, const_key(arg), arg)
             elif opcode in HAS_LOCAL:
                 if type(arg) is not str:
                     return None
-                index = var_index.get(arg)
-                if index is None:
-                    index = var_index[arg] = len(varnames)
-                    varnames.append(arg)
-                arg = index
+                arg = _add(varnames, var_index, arg, arg)
             elif opcode in HAS_NAME:
                 flag = 0
                 if opcode in BITFLAG_OPCODES:
@@ -214,10 +193,7 @@ def assemble(bytecode: Bytecode, stacksize: int, try_depths: dict[TryBegin, int]
                     flag, arg = int(arg[0]), arg[1]
                 if type(arg) is not str:
                     return None
-                index = name_index.get(arg)
-                if index is None:
-                    index = name_index[arg] = len(names)
-                    names.append(arg)
+                index = _add(names, name_index, arg, arg)
                 arg = flag + (index << 1) if opcode in BITFLAG_OPCODES else index
             elif opcode in HAS_FREE:
                 if type(arg) is CellVar and arg.name in cellvars:
@@ -283,6 +259,15 @@ def assemble(bytecode: Bytecode, stacksize: int, try_depths: dict[TryBegin, int]
 
 #: Inline cache entries that follow each opcode.
 _CACHES = dis._inline_cache_entries
+
+
+def _add(values: list, index: dict, key, value) -> int:
+    """The position of ``key`` in a table kept in order of first use (constants by ``const_key``)."""
+    position = index.get(key)
+    if position is None:
+        position = index[key] = len(values)
+        values.append(value)
+    return position
 
 
 def _units(arg: int) -> int:
@@ -398,9 +383,14 @@ def _push_location(buf: bytearray, size: int, lineno: int, location: InstrLocati
         if location.lineno is None:
             buf.append(header | 15 << 3)
         elif location.col_offset is None and location.end_lineno is None:
+            # The line delta: zig-zag sign bit, then 6-bit groups, least significant first, bit 6 on all but the last.
             delta = location.lineno - lineno
+            delta = (-delta << 1) | 1 if delta < 0 else delta << 1
             buf.append(header | 13 << 3)
-            buf += _signed_varint(delta)
+            while delta > 63:
+                buf.append(delta & 63 | 64)
+                delta >>= 6
+            buf.append(delta)
         else:
             _PACKER._pack_location(buf, size, lineno, location)
         if location.lineno is not None:
@@ -408,18 +398,6 @@ def _push_location(buf: bytearray, size: int, lineno: int, location: InstrLocati
         size -= 8
         if size < 1:
             return lineno
-
-
-def _signed_varint(value: int) -> bytes:
-    """Zig-zag sign bit, then 6-bit groups, least significant first, bit 6 set on all but the last."""
-    value = (-value << 1) | 1 if value < 0 else value << 1
-    out = bytearray()
-    while True:
-        out.append(value & 63)
-        value >>= 6
-        if not value:
-            return bytes(out)
-        out[-1] |= 64
 
 
 _FIELDS = ("co_argcount", "co_posonlyargcount", "co_kwonlyargcount", "co_nlocals", "co_stacksize", "co_flags",
