@@ -705,6 +705,42 @@ def test_result_rules_are_the_dispatched_result(case, grad):
             assert _metadata(made._base) == _metadata(real._base)
 
 
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_cat_result_rule_is_the_dispatched_result(grad):
+    """``torch.cat`` of contiguous tensors (a class token before a sequence, along any dim, three inputs)
+    is answered as dispatching answers; other layouts, dtypes, ranks or sizes are declined or raise."""
+    from dynacap.graph import GraphBuilder
+    from dynacap.graph.propagation import _fresh
+    from dynacap.graph.results import RESULT_RULES
+
+    cases = [([(1, 1, 4), (1, 3, 4)], 1), ([(2, 3), (4, 3)], 0), ([(2, 3), (2, 5)], -1), ([(2, 3)] * 3, 1),
+             ([(5,), (2,)], 0), ([(2, 3), (2, 4)], 0), ([(2, 3), (2, 3, 1)], 0), ([(2, 3), (2, 3)], 2)]
+    builder = GraphBuilder()
+    with builder.propagating(), torch.set_grad_enabled(grad):
+        for shapes, dim in cases:
+            for variant in ("plain", "transposed", "float64", "needs_grad"):
+                reals = [torch.randn(s) for s in shapes]
+                if variant == "transposed" and reals[0].dim() == 2:
+                    reals[0] = torch.randn(tuple(reversed(shapes[0]))).t()
+                if variant == "float64":
+                    reals[-1] = reals[-1].double()
+                if variant == "needs_grad":
+                    reals[0].requires_grad_()
+                fakes = [builder.fake_of(r) for r in reals]
+                rule = RESULT_RULES[torch.cat]([fakes, dim], {})
+                try:
+                    real = torch.cat(fakes, dim)
+                except Exception:
+                    assert rule is None
+                    continue
+                if rule is not None:
+                    assert not real.requires_grad
+                    assert rule == _fresh(real, fakes), (shapes, dim, variant)
+        fakes = [builder.fake_of(torch.randn(1, 1, 4)), builder.fake_of(torch.randn(1, 3, 4))]
+        if not grad:
+            assert RESULT_RULES[torch.cat]([fakes], {"dim": 1}) is not None  # it answers the common case
+
 def test_result_rules_answer_the_common_cases():
     """The rules do answer for what a transformer block and a ConvNeXt block run (else they buy nothing)."""
     from dynacap.graph import GraphBuilder

@@ -195,6 +195,28 @@ def _conv2d_result(args: list, kwargs: dict):
     return _new(shape, x)
 
 
+
+def _cat_result(args: list, kwargs: dict):
+    """``torch.cat`` of two or more contiguous tensors of one dtype and device, of one rank and the same
+    sizes but along ``dim``: a new contiguous tensor (the memory format all the inputs share)."""
+    bound = _bind(("tensors", "dim"), (0,), args, kwargs)
+    if bound is None:
+        return None
+    tensors, dim = bound
+    if type(tensors) not in (list, tuple) or len(tensors) < 2 or type(dim) is not int:
+        return None
+    first = tensors[0]
+    if not _dense(first) or not -first.dim() <= dim < first.dim() or _records_grad(*tensors):
+        return None
+    dim %= first.dim()
+    for t in tensors[1:]:
+        if (not _dense(t, first) or t.dim() != first.dim()
+                or any(a != b for i, (a, b) in enumerate(zip(t.shape, first.shape)) if i != dim)):
+            return None
+    shape = list(first.shape)
+    shape[dim] = sum(t.shape[dim] for t in tensors)
+    return _new(shape, first)
+
 #: Dtypes an elementwise rule answers for: the reference computes half types in float32, and converting
 #: there and back may change the layout of size-1 dims.
 _FULL_PRECISION = (torch.float32, torch.float64)
@@ -297,6 +319,7 @@ RESULT_RULES = {
     torch.nn.functional.layer_norm: _layer_norm_result,
     torch.nn.functional.gelu: _gelu_result,
     torch.nn.functional.conv2d: _conv2d_result,
+    torch.cat: _cat_result,
     # ``aten.add.Tensor``, ``aten.mul.Tensor``, ``aten.sub.Tensor``, however they are called.
     **{op: _binary_result for op in (operator.add, operator.mul, operator.sub, torch.add, torch.mul, torch.sub,
                                      "add", "mul", "sub")},
