@@ -78,7 +78,8 @@ class Guard:
     def expr(self) -> str:
         if self._expr is None:
             first = self._first
-            self._expr = self.template.format(s=self._text, **{k: f"___c{first + i}" for i, k in enumerate(self.objects)})
+            names = {k: f"___c{first + i}" for i, k in enumerate(self.objects)}
+            self._expr = self.template.format(s=self._text, **names)
         return self._expr
 
     @property

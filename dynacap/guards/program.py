@@ -545,6 +545,7 @@ def lower(guards: list[Guard], builtins_dict: dict | None = None) -> Lowered:
 _SHIM_TYPES = (torch.Tensor, torch.nn.Parameter)
 _setup_state: list = []  # [bool] once tried
 _codes: dict = {}
+_heads: dict = {}  # (dtype, device) -> ``_head``
 
 
 def tensors_in_c() -> bool:
@@ -579,12 +580,21 @@ def _tensor_ints(spec: TensorSpec) -> tuple | None:
     """(dtype code, device type, device index or -2 for any CPU tensor, ndim, sizes, strides), or None."""
     if spec.type not in _SHIM_TYPES or not tensors_in_c() or len(spec.size) != len(spec.stride):
         return None
+    key = (spec.dtype, spec.device)
+    head = _heads.get(key)
+    if head is None:
+        head = _heads[key] = _head(spec)
+    return None if head is False else (*head, len(spec.size), *spec.size, *spec.stride)
+
+
+def _head(spec: TensorSpec) -> tuple | bool:
+    """(dtype code, device type, device index) of ``spec``, or False: Python checks its tensors."""
     dtype = _code(("dtype", spec.dtype), lambda: torch.empty(0, dtype=spec.dtype))
     device = _code(("device", spec.device), lambda: torch.empty(0, device=spec.device))
     if dtype is None or device is None:
-        return None
+        return False
     index = -2 if spec.device.type == "cpu" else (-1 if spec.device.index is None else spec.device.index)
-    return (dtype[0], device[1], index, len(spec.size), *spec.size, *spec.stride)
+    return dtype[0], device[1], index
 
 
 def _code(key, probe):
