@@ -708,21 +708,22 @@ def test_result_rules_are_the_dispatched_result(case, grad):
 
 @pytest.mark.parametrize("grad", [False, True])
 def test_cat_result_rule_is_the_dispatched_result(grad):
-    """``torch.cat`` of contiguous tensors (a class token before a sequence, along any dim, three inputs)
-    is answered as dispatching answers; other layouts, dtypes, ranks or sizes are declined or raise."""
+    """``torch.cat`` (a class token before a transposed sequence, along any dim, three inputs) is answered as
+    dispatching answers; other dtypes, ranks or sizes are declined or raise."""
     from dynacap.graph import GraphBuilder
     from dynacap.graph.propagation import _fresh
     from dynacap.graph.results import RESULT_RULES
 
     cases = [([(1, 1, 4), (1, 3, 4)], 1), ([(2, 3), (4, 3)], 0), ([(2, 3), (2, 5)], -1), ([(2, 3)] * 3, 1),
-             ([(5,), (2,)], 0), ([(2, 3), (2, 4)], 0), ([(2, 3), (2, 3, 1)], 0), ([(2, 3), (2, 3)], 2)]
+             ([(5,), (2,)], 0), ([(2, 3), (2, 4)], 0), ([(2, 3), (2, 3, 1)], 0), ([(2, 3), (2, 3)], 2),
+             ([(1, 3, 2, 2), (1, 3, 2, 2)], 1), ([(2, 1, 3), (2, 4, 3)], 1)]
     builder = GraphBuilder()
     with builder.propagating(), torch.set_grad_enabled(grad):
         for shapes, dim in cases:
             for variant in ("plain", "transposed", "float64", "needs_grad"):
                 reals = [torch.randn(s) for s in shapes]
-                if variant == "transposed" and reals[0].dim() == 2:
-                    reals[0] = torch.randn(tuple(reversed(shapes[0]))).t()
+                if variant == "transposed" and reals[-1].dim() >= 2:  # a sequence made by a transpose
+                    reals[-1] = torch.randn(tuple(reversed(shapes[-1]))).permute(*reversed(range(len(shapes[-1]))))
                 if variant == "float64":
                     reals[-1] = reals[-1].double()
                 if variant == "needs_grad":

@@ -197,8 +197,9 @@ def _conv2d_result(args: list, kwargs: dict):
 
 
 def _cat_result(args: list, kwargs: dict):
-    """``torch.cat`` of two or more contiguous tensors of one dtype and device, of one rank and the same
-    sizes but along ``dim``: a new contiguous tensor (the memory format all the inputs share)."""
+    """``torch.cat`` of two or more tensors of one dtype and device, of one rank other than 4 and 5 and the
+    same sizes but along ``dim``: a new contiguous tensor whatever their strides (the output takes the
+    memory format the inputs suggest, and below 4 dims and above 5 that is always the contiguous one)."""
     bound = _bind(("tensors", "dim"), (0,), args, kwargs)
     if bound is None:
         return None
@@ -206,11 +207,12 @@ def _cat_result(args: list, kwargs: dict):
     if type(tensors) not in (list, tuple) or len(tensors) < 2 or type(dim) is not int:
         return None
     first = tensors[0]
-    if not _dense(first) or not -first.dim() <= dim < first.dim() or _records_grad(*tensors):
+    if (not _strided(first) or first.dim() in (0, 4, 5) or not -first.dim() <= dim < first.dim()
+            or _records_grad(*tensors)):
         return None
     dim %= first.dim()
     for t in tensors[1:]:
-        if (not _dense(t, first) or t.dim() != first.dim()
+        if (not _strided(t) or t.dtype != first.dtype or t.device != first.device or t.dim() != first.dim()
                 or any(a != b for i, (a, b) in enumerate(zip(t.shape, first.shape)) if i != dim)):
             return None
     shape = list(first.shape)
