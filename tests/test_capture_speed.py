@@ -191,16 +191,17 @@ def test_graph_module_code_is_its_graph():
     assert gm.code == gm.graph.python_code("self").src
 
 
-def test_source_expression_memo_never_answers_for_another_source():
-    """The memos key on ``id(source)``: a source freed and another made at its address must not
-    inherit its text (each memo holds the sources it was asked about)."""
-    from dynacap.guards.program import _Builder
+def test_source_step_memo_never_answers_for_another_source():
+    """The lowering's memo keys on ``id(source)``: a source freed and another made at its address must not
+    inherit its step (the memo holds the sources it was asked about)."""
+    from dynacap.guards.program import SRC_ITEM, _Builder
 
-    for memo in (GuardSet()._expr, _Builder(None)._expr):
-        for i in range(200):
-            source = ItemSource(AttrSource(LocalSource("o"), f"w{i % 7}"), i)
-            assert memo(source) == f"L['o'].w{i % 7}[{i}]"
-            del source  # its address is free for the next one
+    builder = _Builder(None)
+    for i in range(200):
+        source = ItemSource(AttrSource(LocalSource("o"), f"w{i % 7}"), i)
+        op, base, arg = builder.out.steps[builder.source(source)]
+        assert (op, arg) == (SRC_ITEM, i) and builder.out.steps[base][2] == f"w{i % 7}"
+        del source  # its address is free for the next one
 
 
 def test_guard_program_is_the_same_for_shared_and_fresh_source_objects():

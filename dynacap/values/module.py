@@ -102,8 +102,7 @@ class ModuleValue(Value):
                       "list({s}._parameters) == {p} and list({s}._buffers) == {b} and list({s}._modules) == {c} "
                       "and not ({s}._forward_hooks or {s}._forward_pre_hooks or {s}._backward_hooks "
                       "or 'forward' in {s}.__dict__)",
-                      f"{source.expr()} has parameters {names['_parameters']}, buffers {names['_buffers']}, "
-                      f"children {names['_modules']} and no hooks",
+                      (_structure_description, source, names),  # made when first read (``GuardSet.add``)
                       p=names["_parameters"], b=names["_buffers"], c=names["_modules"])
         _guard_no_hooks(tx, source, ("_backward_pre_hooks",))
         self.identity_known = False
@@ -555,7 +554,16 @@ _FORWARD_HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks", "_forward_pre_hoo
 def _guard_no_hooks(tx, source, kinds) -> None:
     for kind in kinds:
         tx.guards.add("MODULE_STATE", AttrSource(source, kind), "list({s}) == {keys}",
-                      f"{source.expr()} has no {kind.strip('_').replace('_', ' ')}", keys=[])
+                      (_no_hooks_description, source, kind), keys=[])
+
+
+def _structure_description(source, names: dict) -> str:
+    return (f"{source.expr()} has parameters {names['_parameters']}, buffers {names['_buffers']}, "
+            f"children {names['_modules']} and no hooks")
+
+
+def _no_hooks_description(source, kind: str) -> str:
+    return f"{source.expr()} has no {kind.strip('_').replace('_', ' ')}"
 
 
 def has_forward_hooks(m: torch.nn.Module) -> bool:
