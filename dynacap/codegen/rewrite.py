@@ -314,21 +314,23 @@ def _load_inputs(cg: Emitter, sources: list[Source]) -> list[str]:
         for source in sources:
             cg.extend(source.emit())
         return []
-    uses: dict[Source, int] = {}
+    # Keyed by expression: equal sources have one (and it is kept on each source object, where hashing
+    # a chain of frozen dataclasses walks all of it on every lookup).
+    uses: dict[str, int] = {}
     for source in sources:
         base = _shared_base(source)
         while base is not None:
-            uses[base] = uses.get(base, 0) + 1
+            uses[base.expr()] = uses.get(base.expr(), 0) + 1
             base = _shared_base(base)
-    held: dict[Source, str] = {}
+    held: dict[str, str] = {}
 
     def load(source: Source) -> list[Instr]:
         base = _shared_base(source)
-        if base is None or uses.get(base, 0) < 2:
+        if base is None or uses.get(base.expr(), 0) < 2:
             return list(source.load())
-        name = held.get(base)
+        name = held.get(base.expr())
         if name is None:
-            name = held[base] = f"___input_base{len(held)}"
+            name = held[base.expr()] = f"___input_base{len(held)}"
             cg.extend(load(base) + [Instr("STORE_FAST", name)])
         return dataclasses.replace(source, base=_HeldSource(name, base)).load()
 
@@ -341,15 +343,18 @@ def _shared_base(source: Source) -> Source | None:
     """The source ``source`` reads through, when that read can come from a local instead: ``source``
     is a (frozen) dataclass naming it ``base``, and the base itself reads more than a name."""
     base = getattr(source, "base", None)
-    if base is None or getattr(base, "base", None) is None or not dataclasses.is_dataclass(source):
+    if base is None or getattr(base, "base", None) is None:
         return None
-    if "base" not in {f.name for f in dataclasses.fields(source)}:
-        return None
-    try:
-        hash(base)
-    except TypeError:
-        return None
-    return base
+    cls = type(source)
+    known = _HAS_BASE_FIELD.get(cls)
+    if known is None:
+        known = _HAS_BASE_FIELD[cls] = dataclasses.is_dataclass(cls) and "base" in {
+            f.name for f in dataclasses.fields(cls)}
+    return base if known else None
+
+
+#: Source class -> whether it is a dataclass with a ``base`` field (``dataclasses.replace`` can swap it).
+_HAS_BASE_FIELD: dict[type, bool] = {}
 
 
 # -- rerunning a frame whose graph raised ----------------------------------------------------
