@@ -252,7 +252,12 @@ class GraphBuilder:
         if kind == "call_module":
             module = target
             target = self._register_attr(module, what)
-        node = self.graph.create_node(kind, target, tuple(node_args), dict(node_kwargs))
+        # Arguments set after: ``create_node`` walks them with pytree only to warn of raw ``SymInt``s, which
+        # ``_lower`` never leaves (a symbolic value is its node).
+        node = self.graph.create_node(kind, target)
+        node.args = tuple(node_args)
+        if node_kwargs:
+            node.kwargs = dict(node_kwargs)
         self.created.append(node)
         try:
             if kind == "call_module":
