@@ -988,3 +988,27 @@ def test_transformer_and_convnext_blocks_with_result_rules(backend):
     for grad in (False, True):
         with torch.set_grad_enabled(grad):
             run_differential(net, torch.randn(2, 4, 5, 5), backend=CountingBackend(backend))
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_identity_layers_return_their_argument(backend):
+    """``nn.Identity`` layers (plain, called by keyword, hooked, a subclass with its own forward) give
+    eager's results in one graph: the plain ones return their argument itself, the others are traced."""
+    class Doubling(torch.nn.Identity):
+        def forward(self, x):
+            return x * 2
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b, self.c, self.d = torch.nn.Identity(), torch.nn.Identity(), torch.nn.Identity(), Doubling()
+            self.c.register_forward_hook(lambda module, args, out: out + 1)
+
+        def forward(self, x):
+            y = self.a(x)
+            return y is x, self.b(input=x) + 1, self.c(x), self.d(x)
+
+    counting = CountingBackend(backend)
+    run_differential(Net(), torch.randn(3), backend=counting)
+    assert len(counting.graphs) == 1
+

@@ -492,6 +492,11 @@ def _inline_layer(tx, layer: ModuleValue, args, kwargs):
     forward = type(m).forward
     if "forward" in m.__dict__ or not inspect.isfunction(forward):
         return None
+    if forward is _IDENTITY_FORWARD and len(args) == 1 and not kwargs and not _marked(forward):
+        # ``nn.Identity`` returns its argument: what inlining its forward gives, without a frame (a
+        # transformer block holds half a dozen of them).
+        tx.calling = False
+        return args[0]
     from .functions import UserFunctionValue
 
     ctx = tx.ctx
@@ -509,6 +514,14 @@ def _inline_layer(tx, layer: ModuleValue, args, kwargs):
         return None
     finally:
         ctx.library_depth -= 1
+
+
+_IDENTITY_FORWARD = torch.nn.Identity.forward
+
+
+def _marked(fn) -> bool:
+    """Whether the user marked ``fn`` (``dynacap.disable``, ``allow_in_graph``): the tracer's call decides then."""
+    return getattr(fn, "_dynacap_disabled", False) or getattr(fn, "_dynacap_allow_in_graph", False)
 
 
 def _changed_attributes(tx, m: torch.nn.Module) -> list[str]:
