@@ -169,12 +169,10 @@ class _Block(torch.nn.Module):
 
 
 def _run_modules():
+    # (No module with hooks: its guards name the hooks' handle ids, a count of every hook the process made.)
     torch.manual_seed(0)
     with torch.no_grad():
         dynacap.optimize(torch.nn.Sequential(_Block(), torch.nn.ReLU(), _Block()), backend="eager")(torch.randn(2, 4))
-        hooked = _Block()
-        hooked.register_forward_hook(lambda module, args, out: out + 1)
-        dynacap.optimize(hooked, backend="eager")(torch.randn(2, 4))
         with dynacap.config.patch(share_graphs_across_instances=False):
             dynacap.optimize(_Block(), backend="eager")(torch.randn(2, 4))
 
