@@ -30,13 +30,12 @@ from torch._subclasses.fake_tensor import (
     DataDependentOutputException,
     DynamicOutputShapeException,
     FakeTensor,
-    in_kernel_invocation_manager,
 )
 
 from ..errors import GraphBreak
 from ..source import Source
 from .effects import MUTATES, may_raise, node_effect, storage_of
-from .fakes import TraceFakeMode, new_fake
+from .fakes import TraceFakeMode, new_fake, new_meta
 from .propagation import Propagation, storage_length
 from .shapes import SYMBOLIC, NeedsSymbolicShapes, SymbolicShapes
 
@@ -223,10 +222,7 @@ class GraphBuilder:
         if (storage.nbytes() != storage_length(shape, stride) * tensor.element_size()
                 or torch._C._storage_Use_Count(storage._cdata) != 2):  # this tensor and ``storage``
             return None
-        with in_kernel_invocation_manager(self.fake_mode):
-            meta = torch.empty_strided(shape, stride, dtype=tensor.dtype, device="meta",
-                                       requires_grad=tensor.requires_grad)
-        fake = new_fake(self.fake_mode, meta, tensor.device)
+        fake = new_fake(self.fake_mode, new_meta(shape, stride, tensor.dtype, tensor.requires_grad), tensor.device)
         if t is torch.nn.Parameter:
             fake._is_param = True
         self.fake_mode.fake_tensor_converter.set_tensor_memo(tensor, fake)

@@ -18,7 +18,6 @@ from torch._subclasses.fake_tensor import (
     FakeTensorConfig,
     FakeTensorMode,
     SymNumberMemoDescriptor,
-    in_kernel_invocation_manager,
 )
 
 _AS_STRIDED = torch.ops.aten.as_strided.default
@@ -76,6 +75,14 @@ def new_fake(mode: FakeTensorMode, meta: torch.Tensor, device: torch.device) -> 
     return fake
 
 
+def new_meta(shape, stride, dtype: torch.dtype, requires_grad: bool = False) -> torch.Tensor:
+    """A plain meta tensor of these sizes and strides, made with torch-dispatch modes off (under the trace's
+    fake mode a factory call would make a fake; fake dispatch's own kernel-invocation context, needed to
+    run kernels on fakes, costs several times more)."""
+    with torch._C._DisableTorchDispatch():
+        return torch.empty_strided(shape, stride, dtype=dtype, device="meta", requires_grad=requires_grad)
+
+
 def make_view(mode: TraceFakeMode, x: FakeTensor, shape, stride, offset: int) -> FakeTensor:
     """``x.as_strided(shape, stride, offset)`` of a fake ``x`` of ``mode`` that autograd does not record:
     the dispatch returns a fake over ``x``'s storage made as ``FakeTensorMode`` makes a cached view
@@ -83,8 +90,8 @@ def make_view(mode: TraceFakeMode, x: FakeTensor, shape, stride, offset: int) ->
     base as for any view operation."""
     if type(mode) is not TraceFakeMode or x.fake_mode is not mode:
         return x.as_strided(shape, stride, offset)
-    with in_kernel_invocation_manager(mode):
-        meta = torch.empty_strided(shape, stride, dtype=x.dtype, device="meta")
+    meta = new_meta(shape, stride, x.dtype)
+    with torch._C._DisableTorchDispatch():
         meta.set_(x.untyped_storage(), offset, shape, stride)
     mode._prepared = (x, new_fake(mode, meta, x.device))
     try:

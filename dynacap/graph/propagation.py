@@ -15,7 +15,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensor, in_kernel_invocation_manager
 
 from .effects import storage_of
-from .fakes import make_view, new_fake
+from .fakes import make_view, new_fake, new_meta
 from .results import MULTIPLE_VIEWS, RESULT_RULES, RETURNS_FIRST_ARGUMENT, VIEW_OPERATIONS
 
 
@@ -122,9 +122,7 @@ class Propagation:
         when the operation's result was one."""
         if view is not None:
             return make_view(self.fake_mode, self._remake(*view[1:], None), shape, stride, view[0])
-        with in_kernel_invocation_manager(self.fake_mode):
-            meta = torch.empty_strided(shape, stride, dtype=dtype, device="meta")
-        return new_fake(self.fake_mode, meta, device)
+        return new_fake(self.fake_mode, new_meta(shape, stride, dtype), device)
 
 
 #: Constant argument types whose value (with the type: ``1``, ``1.0`` and ``True`` differ) may go in a key.
