@@ -102,8 +102,6 @@ class GraphBuilder:
         ``choices`` (``dynamic.DimChoice`` per dim, or None for all static) says which dims are
         symbolic; it needs a builder made ``symbolic``.
         """
-        from ..values.tensor import TensorValue
-
         key = source.expr()
         if key in self._inputs_by_source:
             return self._inputs_by_source[key]
@@ -118,7 +116,7 @@ class GraphBuilder:
         fake = self.fake_of(tensor, source, choices)
         node.meta["example_value"] = node.meta["val"] = fake
         self.external.add(storage_of(fake))
-        value = TensorValue(node, fake, source, type(tensor))
+        value = _VALUES.TensorValue(node, fake, source, type(tensor))
         self.inputs.append(GraphInput(node, source, tensor, fake))
         self._inputs_by_source[key] = value
         self._input_of_tensor[id(tensor)] = key
@@ -127,8 +125,6 @@ class GraphBuilder:
 
     def input_symint(self, source: Source, value: int):
         """The ``SymNumberValue`` for an int argument made symbolic (a placeholder fed from ``source``)."""
-        from ..values.symbolic import SymNumberValue
-
         key = source.expr()
         if key in self._inputs_by_source:
             return self._inputs_by_source[key]
@@ -137,7 +133,7 @@ class GraphBuilder:
         node = self._insert_placeholder(_node_name(key))
         sym = self.shapes.symint(value, source)
         node.meta["example_value"] = node.meta["val"] = sym
-        result = SymNumberValue(node, sym, source)
+        result = _VALUES.SymNumberValue(node, sym, source)
         self.inputs.append(GraphInput(node, source, value, sym))
         self._inputs_by_source[key] = result
         return result
@@ -161,15 +157,13 @@ class GraphBuilder:
 
     def attr_tensor(self, tensor: torch.Tensor, hint: str, source: Source):
         """A parameter or buffer of a module, held by the graph's root as a ``get_attr`` node."""
-        from ..values.tensor import TensorValue
-
         name = self._register_attr(tensor, hint)
         node = self.graph.get_attr(name)
         self.created.append(node)
         fake = self.fake_of(tensor)
         node.meta["example_value"] = fake
         self.external.add(storage_of(fake))
-        value = TensorValue(node, fake, source, type(tensor))
+        value = _VALUES.TensorValue(node, fake, source, type(tensor))
         self._value_of_fake.setdefault(id(fake), value)
         return value
 
@@ -327,58 +321,48 @@ class GraphBuilder:
         return any(not getattr(node, "_erased", False) for node in self.mutations)
 
     def wrap_result(self, node: fx.Node, fake):
-        from ..values.constant import ConstantValue, is_literal
-        from ..values.containers import SizeValue, TupleValue
-        from ..values.tensor import TensorValue
-
         if isinstance(fake, torch.Tensor):
             node.meta["example_value"] = fake
             existing = self._value_of_fake.get(id(fake))
             if existing is not None and existing.fake is fake and not getattr(existing.node, "_erased", False):
                 return existing  # the node stays for its effect; the result *is* the earlier tensor
-            value = TensorValue(node, fake)
+            value = _VALUES.TensorValue(node, fake)
             self._value_of_fake[id(fake)] = value
             return value
         if isinstance(fake, SYMBOLIC):
-            from ..values.symbolic import SymNumberValue
-
             node.meta["example_value"] = node.meta["val"] = fake
-            return SymNumberValue(node, fake)
+            return _VALUES.SymNumberValue(node, fake)
         if isinstance(fake, torch.Size):
             if not any(isinstance(d, torch.SymInt) for d in fake):
                 self._erase_if_unused(node)
-                return SizeValue([ConstantValue(d) for d in fake])
+                return _VALUES.SizeValue([_VALUES.ConstantValue(d) for d in fake])
             node.meta["example_value"] = fake
-            return SizeValue([self._item(node, i, d) for i, d in enumerate(fake)])
+            return _VALUES.SizeValue([self._item(node, i, d) for i, d in enumerate(fake)])
         if isinstance(fake, (tuple, list)) and _holds_tensor(fake):
             node.meta["example_value"] = fake
             items = []
             for i, x in enumerate(fake):
                 if isinstance(x, (torch.Tensor, *SYMBOLIC)) or (isinstance(x, (tuple, list)) and _holds_tensor(x)):
                     items.append(self._item(node, i, x))
-                elif is_literal(x):
-                    items.append(ConstantValue(x))
+                elif _VALUES.is_literal(x):
+                    items.append(_VALUES.ConstantValue(x))
                 else:
                     raise GraphBreak(f"an operation returned a {type(x).__name__} inside a sequence")
             if type(fake) not in (tuple, list) and hasattr(type(fake), "__match_args__"):
-                from ..values.containers import StructSeqValue
-
-                return StructSeqValue(items, type(fake))
-            return TupleValue(items)
+                return _VALUES.StructSeqValue(items, type(fake))
+            return _VALUES.TupleValue(items)
         if fake is None:
-            return ConstantValue(None)
-        if is_literal(fake):
+            return _VALUES.ConstantValue(None)
+        if _VALUES.is_literal(fake):
             self._erase_if_unused(node)
-            return ConstantValue(fake)
+            return _VALUES.ConstantValue(fake)
         self.graph.erase_node(node)
         raise GraphBreak(f"an operation returned a {type(fake).__name__}, which cannot be captured")
 
     def _item(self, node: fx.Node, i: int, fake):
         """Item ``i`` of a sequence or size result: a constant dim, or a ``getitem`` node."""
-        from ..values.constant import ConstantValue
-
         if isinstance(fake, int):  # a static dim of a size with symbolic ones
-            return ConstantValue(fake)
+            return _VALUES.ConstantValue(fake)
         item = self.graph.call_function(operator.getitem, (node, i))
         self.created.append(item)
         return self.wrap_result(item, fake)
@@ -460,8 +444,8 @@ def _holds_tensor(fake) -> bool:
 
 def _lower(values, what: str):
     """Values (nested) to (FX node arguments, fake arguments)."""
-    kinds = _VALUE_KINDS or _value_kinds()
-    Value, ConstantValue, DictValue, SequenceValue, SymNumberValue, SymSliceValue, TensorValue = kinds
+    V = _VALUES
+    TensorValue, ConstantValue = V.TensorValue, V.ConstantValue
     t = type(values)
     if t is TensorValue:  # the common cases first (subclasses take the general path below)
         return values.node, values.fake
@@ -480,44 +464,46 @@ def _lower(values, what: str):
     if isinstance(values, (list, tuple)):
         pairs = [_lower(v, what) for v in values]
         return [p[0] for p in pairs], [p[1] for p in pairs]
-    if isinstance(values, (TensorValue, SymNumberValue)):
+    if isinstance(values, (TensorValue, V.SymNumberValue)):
         return values.node, values.fake
-    if isinstance(values, SymSliceValue):
+    if isinstance(values, V.SymSliceValue):
         nodes, fakes = _lower(values.parts, what)
         return slice(*nodes), slice(*fakes)
-    if isinstance(values, ConstantValue) or (isinstance(values, Value) and values.is_constant()
-                                             and not isinstance(values, SequenceValue)):
+    if isinstance(values, ConstantValue) or (isinstance(values, V.Value) and values.is_constant()
+                                             and not isinstance(values, V.SequenceValue)):
         v = values.as_constant()
         return v, v
-    if isinstance(values, SequenceValue):
+    if isinstance(values, V.SequenceValue):
         node, fake = _lower(values.items, what)
         t = values.container_type
         if t is torch.Size and any(isinstance(n, fx.Node) for n in node):
             return tuple(node), t(fake)  # a size holding symbols: FX takes it as a tuple of nodes and ints
         return t(node), t(fake)
-    if isinstance(values, DictValue):
+    if isinstance(values, V.DictValue):
         return _lower(values.items, what)
-    if isinstance(values, Value):
+    if isinstance(values, V.Value):
         raise GraphBreak(f"`{what}` was given {values.describe()}, which cannot be an argument of a graph operation")
     return values, values
 
 
 _NOT_ALNUM = re.compile(r"[^0-9A-Za-z]")
 
-#: The value classes ``_lower`` tells apart, imported on first use (the values import this module).
-_VALUE_KINDS: tuple = ()
+class _ValueKinds:
+    """The value classes the builder makes and tells apart, bound on first use: the values import this
+    module, and an import inside a function costs a microsecond per call (on every operation of a trace)."""
+
+    _NAMES = ("Value", "ConstantValue", "is_literal", "DictValue", "SequenceValue", "SizeValue", "StructSeqValue",
+              "TupleValue", "SymNumberValue", "SymSliceValue", "TensorValue")
+
+    def __getattr__(self, name: str):
+        from ..values import base, constant, containers, symbolic, tensor
+
+        for module in (base, constant, containers, symbolic, tensor):
+            self.__dict__.update({n: getattr(module, n) for n in self._NAMES if hasattr(module, n)})
+        return self.__dict__[name]
 
 
-def _value_kinds() -> tuple:
-    global _VALUE_KINDS
-    from ..values.base import Value
-    from ..values.constant import ConstantValue
-    from ..values.containers import DictValue, SequenceValue
-    from ..values.symbolic import SymNumberValue, SymSliceValue
-    from ..values.tensor import TensorValue
-
-    _VALUE_KINDS = (Value, ConstantValue, DictValue, SequenceValue, SymNumberValue, SymSliceValue, TensorValue)
-    return _VALUE_KINDS
+_VALUES = _ValueKinds()
 
 
 def _node_name(text: str) -> str:
