@@ -486,7 +486,9 @@ def _lower(values, what: str):
     return values, values
 
 
-_NOT_ALNUM = re.compile(r"[^0-9A-Za-z]")
+#: Runs of characters that are not ASCII letters or digits (``str.isalnum`` on ASCII text).
+_NOT_ALNUM_RUNS = re.compile(r"[^0-9A-Za-z]+")
+
 
 class _ValueKinds:
     """The value classes the builder makes and tells apart, bound on first use: the values import this
@@ -507,9 +509,11 @@ _VALUES = _ValueKinds()
 
 
 def _node_name(text: str) -> str:
-    # For ASCII text (every source expression in practice) the regex is ``str.isalnum`` per character.
-    out = _NOT_ALNUM.sub("_", text) if text.isascii() else "".join(c if c.isalnum() else "_" for c in text)
-    out = "_".join(p for p in out.split("_") if p)
+    """``text`` as a node name: its letters and digits, each run of anything else one ``_`` between them."""
+    if text.isascii():  # every source expression in practice: one regex pass
+        out = _NOT_ALNUM_RUNS.sub("_", text).strip("_")
+    else:
+        out = "_".join(p for p in "".join(c if c.isalnum() else "_" for c in text).split("_") if p)
     if not out or out[0].isdigit():
         out = "v_" + out
     return out
