@@ -15,11 +15,15 @@ import inspect
 import torch
 
 from ..errors import GraphBreak
+from ..skipfiles import is_layer_file
 from ..source import AttrSource, DictEntrySource, ItemSource
-from .base import DELETED, Value
+from . import wrap as wrapping  # wrap imports this module: its functions are looked up when called
+from .base import DELETED, Value, constant_args
 from .constant import ConstantValue
-from .containers import TupleValue
+from .containers import DictValue, TupleValue
+from .functions import BoundMethodValue, UserFunctionValue
 from .module_tree import ModuleTreeMethodValue, is_tree_method
+from .objects import guard_class_attribute
 
 _CONTAINERS = (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict, torch.nn.ParameterList,
                torch.nn.ParameterDict)
@@ -30,8 +34,6 @@ def is_builtin_layer(module: torch.nn.Module) -> bool:
 
     Its forward is inlined speculatively, else it is one ``call_module`` node.
     """
-    from ..skipfiles import is_layer_file
-
     if isinstance(module, _CONTAINERS):
         return False
     cls = type(module)
@@ -112,8 +114,6 @@ class ModuleValue(Value):
         return DictEntrySource(self.source, dict_attr, name) if self.source is not None else None
 
     def getattr(self, tx, name):
-        from .wrap import wrap
-
         override = tx.attribute_override(self.module, name)
         if override is DELETED:
             raise GraphBreak(f"`.{name}` of {self.describe()} was deleted while capturing")
@@ -127,7 +127,7 @@ class ModuleValue(Value):
             if param is None:
                 return ConstantValue(None, source)
             if not self.identity_known:
-                return wrap(tx, param, source)
+                return wrapping.wrap(tx, param, source)
             return tx.module_tensor(param, f"{type(m).__name__}.{name}", source)
         if name in d.get("_buffers", {}):
             buf = d["_buffers"][name]
@@ -135,16 +135,16 @@ class ModuleValue(Value):
             if buf is None:
                 return ConstantValue(None, source)
             if not self.identity_known:
-                return wrap(tx, buf, source)
+                return wrapping.wrap(tx, buf, source)
             return tx.module_tensor(buf, f"{type(m).__name__}.{name}", source)
         if name in d.get("_modules", {}):
             child = d["_modules"][name]
             source = self._child_source("_modules", name)
             if not self.identity_known and child is not None:
                 return ModuleValue(child, source).unspecialize(tx)
-            return wrap(tx, child, source)
+            return wrapping.wrap(tx, child, source)
         if name in d:
-            return wrap(tx, d[name], AttrSource(self.source, name) if self.source is not None else None)
+            return wrapping.wrap(tx, d[name], AttrSource(self.source, name) if self.source is not None else None)
         if isinstance(m, torch.nn.ModuleDict) and name in ("keys", "values", "items") \
                 and getattr(type(m), name) is getattr(torch.nn.ModuleDict, name):
             return ModuleDictMethodValue(self, name)
@@ -152,34 +152,25 @@ class ModuleValue(Value):
             return ModuleTreeMethodValue(self, name)
         static = inspect.getattr_static(m, name, None)
         if isinstance(static, property):
-            from .functions import UserFunctionValue
-            from .objects import guard_class_attribute
-
             guard_class_attribute(tx, self, m, name, static)
             return UserFunctionValue(static.fget).call(tx, [self], {})
         if inspect.isfunction(static):
-            from .functions import BoundMethodValue, UserFunctionValue
-            from .objects import guard_class_attribute
-
             guard_class_attribute(tx, self, m, name, static)
             function = UserFunctionValue(static)
             # A built-in layer's helper (BatchNorm._check_input_dim) called from a user subclass.
             function.library_ok = True
             return BoundMethodValue(function, self)
         if isinstance(static, (staticmethod, classmethod)) and inspect.isfunction(static.__func__):
-            from .functions import BoundMethodValue, UserFunctionValue
-            from .objects import guard_class_attribute
-
             guard_class_attribute(tx, self, m, name, static)
             function = UserFunctionValue(static.__func__)
             if isinstance(static, staticmethod):
                 return function
-            return BoundMethodValue(function, wrap(tx, type(m), None))
+            return BoundMethodValue(function, wrapping.wrap(tx, type(m), None))
         if isinstance(static, (staticmethod, classmethod)):
             raise GraphBreak(f"{type(static).__name__} `{name}` of {self.describe()}")
         if static is None and not hasattr(type(m), name):
             raise GraphBreak(f"{self.describe()} has no attribute {name!r} (AttributeError at run time)")
-        return wrap(tx, getattr(m, name), AttrSource(self.source, name) if self.source is not None else None)
+        return wrapping.wrap(tx, getattr(m, name), AttrSource(self.source, name) if self.source is not None else None)
 
     def call(self, tx, args, kwargs):
         m = self.module
@@ -196,9 +187,6 @@ class ModuleValue(Value):
     def _call_with_hooks(self, tx, args: list, kwargs: dict) -> Value:
         """``Module._call_impl`` with forward pre-hooks and forward hooks: each traced in eager's order
         (pre-hooks may replace the arguments, hooks the result), around the forward."""
-        from .containers import DictValue
-        from .wrap import wrap
-
         m = self.module
         if self.source is None:
             raise GraphBreak(f"{self.describe()} has forward hooks and was not reached from the frame")
@@ -208,7 +196,7 @@ class ModuleValue(Value):
         # No hook's or forward's result is the CALL's result: a break inside one must not resume as if it were.
         tx.calling = False
         for hook_id, hook in list(m._forward_pre_hooks.items()):
-            hook_value = wrap(tx, hook, DictEntrySource(self.source, "_forward_pre_hooks", hook_id))
+            hook_value = wrapping.wrap(tx, hook, DictEntrySource(self.source, "_forward_pre_hooks", hook_id))
             if hook_id in m._forward_pre_hooks_with_kwargs:
                 result = hook_value.call(tx, [self, TupleValue(list(args)), DictValue(dict(kwargs))], {})
                 if not _is_none(result):
@@ -223,7 +211,7 @@ class ModuleValue(Value):
                     args = list(result.iterate(tx)) if issubclass(result.python_type(), tuple) else [result]
         output = self._call_forward(tx, args, kwargs)
         for hook_id, hook in list(m._forward_hooks.items()):
-            hook_value = wrap(tx, hook, DictEntrySource(self.source, "_forward_hooks", hook_id))
+            hook_value = wrapping.wrap(tx, hook, DictEntrySource(self.source, "_forward_hooks", hook_id))
             if hook_id in m._forward_hooks_with_kwargs:
                 hook_args = [self, TupleValue(list(args)), DictValue(dict(kwargs)), output]
             else:
@@ -265,13 +253,9 @@ class ModuleValue(Value):
             return tx.graph.call("call_module", m, args, kwargs, f"{type(m).__name__}")
         if "forward" in m.__dict__:
             # An instance attribute `forward` is what Module.__call__ runs.
-            from .wrap import wrap
-
             source = AttrSource(self.source, "forward") if self.source is not None else None
-            return wrap(tx, m.__dict__["forward"], source).call(tx, args, kwargs)
+            return wrapping.wrap(tx, m.__dict__["forward"], source).call(tx, args, kwargs)
         forward = type(m).forward
-        from .objects import guard_class_attribute
-
         guard_class_attribute(tx, self, m, "forward", forward)
         if isinstance(m, torch.nn.Sequential) and forward is torch.nn.Sequential.forward:
             # torch's own Sequential.forward is not inlined (torch's files are skipped): run its loop here.
@@ -280,8 +264,6 @@ class ModuleValue(Value):
             return run_sequential(tx, self.iterate(tx), args[0])
         if not inspect.isfunction(forward):
             raise GraphBreak(f"{self.describe()} has no Python forward")
-        from .functions import UserFunctionValue
-
         return UserFunctionValue(forward).call(tx, [self, *args], kwargs)
 
     def iterate(self, tx):
@@ -386,8 +368,6 @@ class ModuleDictMethodValue(Value):
         return f"method .{self.name} of {self.owner.describe()}"
 
     def call(self, tx, args, kwargs):
-        from .containers import TupleValue
-
         if args or kwargs:
             raise GraphBreak(f"{self.describe()} takes no arguments (TypeError at run time)")
         keys = self.owner.iterate(tx)  # guards the children's names
@@ -457,8 +437,6 @@ def create_layer(cls: type, args: list, kwargs: dict) -> "ModuleValue":
     makes (and it is made again at run time if it leaves the graph).  Others break: their
     constructors draw random parameters.
     """
-    from .base import constant_args
-
     if cls is torch.nn.Sequential and not kwargs and args and all(isinstance(a, ModuleValue) for a in args):
         return MadeSequentialValue.create(args)
     const = constant_args(args, kwargs)
@@ -497,8 +475,6 @@ def _inline_layer(tx, layer: ModuleValue, args, kwargs):
         # transformer block holds half a dozen of them).
         tx.calling = False
         return args[0]
-    from .functions import UserFunctionValue
-
     ctx = tx.ctx
     nodes, effects, mutations = len(ctx.graph.created), len(ctx.side_effects), ctx.mutations
     grad = torch.is_grad_enabled()
@@ -602,8 +578,6 @@ def _is_none(value: Value) -> bool:
 
 def _kwargs_of(tx, value: Value, module: ModuleValue) -> dict:
     """The keyword arguments a forward pre-hook returned (a dict of names to values)."""
-    from .containers import DictValue
-
     if not isinstance(value, DictValue) or not all(type(k) is str for k in value.items):
         raise GraphBreak(f"a forward pre-hook of {module.describe()} returned keyword arguments as "
                          f"{value.describe()}")
