@@ -18,6 +18,7 @@ from ..errors import GraphBreak
 from ..skipfiles import is_installed_library
 from .base import DELETED, Value, constant_args
 from .constant import ConstantValue
+from .context_managers import call_context_function
 
 
 @dataclass
@@ -170,8 +171,6 @@ class UserFunctionValue(Value):
         return ConstantValue(code)
 
     def call(self, tx, args, kwargs):
-        from .context_managers import call_context_function
-
         modelled = call_context_function(tx, self, args, kwargs)
         if modelled is not None:
             return modelled

@@ -24,6 +24,7 @@ import torch
 from .. import config, trace_rules
 from ..errors import GraphBreak, is_generated
 from ..source import AttrSource, ItemSource, LocalSource, Source
+from .autocast import AutocastFactory, AutocastFactoryValue
 from .base import Value
 from .class_state import ClassValue
 from .builtins import BuiltinValue
@@ -388,8 +389,6 @@ _TENSOR_FROM_NUMPY = (torch.from_numpy, torch.as_tensor, torch.asarray, torch.te
 
 def _object_value(tx, obj, source) -> Value:
     """The value kind of a non-tensor, non-constant, non-container object."""
-    from .autocast import AutocastFactory, AutocastFactoryValue
-
     t = type(obj)
     if issubclass(t, AutocastFactory):
         # A resume prefix re-entering an autocast block.
