@@ -38,17 +38,31 @@ _TEST_RUNNER_DIRS = tuple(os.path.join(site, name) + os.sep for site in _SITE_DI
 _STDLIB_BACKPORTS = frozenset(os.path.join(site, "typing_extensions.py") for site in _SITE_DIRS)
 
 
+#: Absolute filename -> (whether its directory is always skipped, its absolute path): the directories are
+#: fixed (``config.skip_prefixes`` is read at each call), and an absolute filename does not depend on the
+#: working directory.
+_ALWAYS_SKIPPED: dict[str, tuple[bool, str]] = {}
+
+
 def is_skipped_file(filename: str) -> bool:
     if filename.startswith("<"):
         return filename.startswith(("<frozen", "<eval_with_key", "<dynacap"))
-    path = os.path.abspath(filename)
+    known = _ALWAYS_SKIPPED.get(filename)
+    if known is None:
+        path = os.path.abspath(filename)
+        known = (_always_skipped(path), path)
+        if os.path.isabs(filename):
+            _ALWAYS_SKIPPED[filename] = known
+    skipped, path = known
+    return skipped or any(path.startswith(p) for p in config.skip_prefixes)
+
+
+def _always_skipped(path: str) -> bool:
     if path.startswith(_DYNACAP_DIR) and not path.startswith((_HARNESS_DIR, _MODELS_DIR)):
         return True
     if path.startswith(_TORCH_DIR) or path.startswith(_TORCH_DEPENDENCY_DIRS) or path.startswith(_TEST_RUNNER_DIRS):
         return True
-    if path.startswith(_STDLIB_DIRS) and not path.startswith(_SITE_DIRS) or path in _STDLIB_BACKPORTS:
-        return True
-    return any(path.startswith(p) for p in config.skip_prefixes)
+    return path.startswith(_STDLIB_DIRS) and not path.startswith(_SITE_DIRS) or path in _STDLIB_BACKPORTS
 
 
 def is_installed_library(filename: str) -> bool:
@@ -64,11 +78,20 @@ _LAYER_DIR = os.path.join(_TORCH_DIR, "nn", "modules") + os.sep
 _MODULE_BASE_FILE = os.path.join(_LAYER_DIR, "module.py")
 
 
+#: Absolute filename -> whether it is a layer file (read for every global a layer's forward loads).
+_LAYER_FILES: dict[str, bool] = {}
+
+
 def is_layer_file(filename: str) -> bool:
     """A file of torch's built-in layers, whose methods may be inlined (never captured as frames).
 
     ``nn.Module``'s own file is not one: its methods (``__call__``, ``parameters()``,
     hooks) are handled by ``values.module`` or are graph breaks.
     """
-    path = os.path.abspath(filename)
-    return path.startswith(_LAYER_DIR) and path != _MODULE_BASE_FILE
+    known = _LAYER_FILES.get(filename)
+    if known is None:
+        path = os.path.abspath(filename)
+        known = path.startswith(_LAYER_DIR) and path != _MODULE_BASE_FILE
+        if os.path.isabs(filename):
+            _LAYER_FILES[filename] = known
+    return known

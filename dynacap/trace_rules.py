@@ -289,12 +289,28 @@ def lookup(name: str) -> TraceRule | None:
     return None
 
 
+#: (filename, qualified name) -> the rule of code there: the table is fixed, and an absolute filename names one
+#: module whatever the working directory (a relative one is looked up each time).
+_RULE_OF_CODE: dict[tuple[str, str], "TraceRule | None"] = {}
+
+
 def rule_for_code(code) -> TraceRule | None:
     """What calling torch or library Python with this code becomes; None for user code.
 
     Library code outside torch with no rule is None too (skipped: see ``dynacap.skipfiles``).
     """
-    name = name_of_code(code)
+    key = (code.co_filename, code.co_qualname)
+    try:
+        return _RULE_OF_CODE[key]
+    except KeyError:
+        pass
+    rule = _rule_of_name(name_of_code(code))
+    if os.path.isabs(key[0]) or key[0].startswith("<frozen "):
+        _RULE_OF_CODE[key] = rule
+    return rule
+
+
+def _rule_of_name(name: str | None) -> TraceRule | None:
     if name is None:
         return None
     rule = lookup(name)

@@ -17,6 +17,7 @@ from ..source import AttrSource, CellContentsSource, ClassSource, ItemSource
 from ..values.base import Value
 from ..values.constant import ConstantValue, is_literal
 from ..values.containers import DictValue, TupleValue
+from ..values.wrap import wrap
 
 
 
@@ -37,8 +38,6 @@ class CellBox:
 
     def get(self, tx) -> Value | None:
         if self._raw is not CellBox._UNREAD:
-            from ..values.wrap import wrap
-
             raw, self._raw = self._raw, CellBox._UNREAD
             self._value = wrap(tx, raw, self.source) if self.source is not None else wrap_unsourced(tx, raw)
         return self._value
@@ -56,24 +55,81 @@ def bind_arguments(tx, fn_value, args: list[Value], kwargs: dict[str, Value]) ->
     """The callee's locals at entry: ``args``/``kwargs`` bound as its signature binds them, defaults wrapped."""
     fn = fn_value.fn
     # The code that runs is fn's own: never the signature functools.wraps advertises.
-    signature = signature_of(fn)
-    try:
-        bound = signature.bind(*args, **kwargs)
-    except TypeError as e:
-        raise GraphBreak(f"calling {fn.__qualname__}: {e} (TypeError at run time)") from None
-    bound.apply_defaults()
+    signature, plans = _signature_and_plans(fn)
+    key = (len(args), tuple(kwargs))
+    plan = plans.get(key) if plans is not None else None
+    if plan is None:
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise GraphBreak(f"calling {fn.__qualname__}: {e} (TypeError at run time)") from None
+        bound.apply_defaults()
+        arguments = bound.arguments
+        if plans is not None:
+            plans[key] = _plan_of(signature, key)
+    else:
+        arguments = _apply_plan(plan, args, kwargs)
     params = signature.parameters
     local_values = {}
-    for name, value in bound.arguments.items():
-        kind = params[name].kind
+    for name, value in arguments.items():
+        param = params[name]
+        kind = param.kind
         if kind is inspect.Parameter.VAR_POSITIONAL:
             value = TupleValue(list(value))
         elif kind is inspect.Parameter.VAR_KEYWORD:
             value = DictValue(dict(value))
         elif not isinstance(value, Value):
-            value = _wrap_default(tx, fn_value, name, params[name], value)
+            value = _wrap_default(tx, fn_value, name, param, value)
         local_values[name] = value
     return local_values
+
+
+class _Argument:
+    """Stands for one argument of a call while its binding plan is made: ``index`` positional, ``name`` keyword."""
+
+    __slots__ = ("index", "name")
+
+    def __init__(self, index=None, name=None):
+        self.index, self.name = index, name
+
+
+def _plan_of(signature: inspect.Signature, key: tuple) -> tuple:
+    """How ``signature.bind`` (then ``apply_defaults``) binds a call of ``key`` = (positional count, keyword
+    names in order): it reads only that shape, never the values.  Per parameter, in the bound order: where its
+    value comes from (``"arg"`` index, ``"kw"`` name, ``"default"`` value, ``"varargs"`` first index,
+    ``"varkw"`` names)."""
+    count, names = key
+    bound = signature.bind(*[_Argument(index=i) for i in range(count)], **{n: _Argument(name=n) for n in names})
+    bound.apply_defaults()
+    plan = []
+    for name, value in bound.arguments.items():
+        kind = signature.parameters[name].kind
+        if kind is inspect.Parameter.VAR_POSITIONAL:
+            plan.append((name, "varargs", value[0].index if value else count))
+        elif kind is inspect.Parameter.VAR_KEYWORD:
+            plan.append((name, "varkw", tuple(value)))
+        elif type(value) is _Argument:
+            plan.append((name, "arg", value.index) if value.name is None else (name, "kw", value.name))
+        else:
+            plan.append((name, "default", value))
+    return tuple(plan)
+
+
+def _apply_plan(plan: tuple, args: list, kwargs: dict) -> dict:
+    """``signature.bind(*args, **kwargs)``'s arguments after ``apply_defaults``, by the call shape's plan."""
+    arguments = {}
+    for name, how, where in plan:
+        if how == "arg":
+            arguments[name] = args[where]
+        elif how == "kw":
+            arguments[name] = kwargs[where]
+        elif how == "default":
+            arguments[name] = where
+        elif how == "varargs":
+            arguments[name] = tuple(args[where:])
+        else:
+            arguments[name] = {n: kwargs[n] for n in where}
+    return arguments
 
 
 def closure_cells(tx, fn_value) -> dict[str, CellBox]:
@@ -102,8 +158,6 @@ def closure_cells(tx, fn_value) -> dict[str, CellBox]:
 
 def _wrap_default(tx, fn_value, name: str, param: inspect.Parameter, value) -> Value:
     """A default argument: guarded through the function when it can be reached, else as a constant."""
-    from ..values.wrap import wrap
-
     source = _default_source(fn_value, name, param)
     return wrap(tx, value, source) if source is not None else wrap_unsourced(tx, value)
 
@@ -122,29 +176,34 @@ def _default_source(fn_value, name: str, param: inspect.Parameter):
 
 
 
-#: function -> (code, defaults, kwdefaults, its Signature): a function's signature is a function of those
-#: three (each compared by identity), unless it carries a ``__signature__`` of its own (never memoised).
+#: function -> (code, defaults, kwdefaults, its Signature, the binding plans of its call shapes): a function's
+#: signature is a function of those three (each compared by identity), unless it carries a ``__signature__``
+#: of its own (never memoised).
 _SIGNATURES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def signature_of(fn: types.FunctionType) -> inspect.Signature:
     """``inspect.signature(fn, follow_wrapped=False)``, computed once per function while it is unchanged."""
-    parts = (fn.__code__, fn.__defaults__, fn.__kwdefaults__)
+    return _signature_and_plans(fn)[0]
+
+
+def _signature_and_plans(fn: types.FunctionType) -> tuple:
+    """``signature_of(fn)`` and its binding plans by call shape (``_plan_of``; None: not memoised)."""
     if "__signature__" in fn.__dict__:
-        return inspect.signature(fn, follow_wrapped=False)
+        return inspect.signature(fn, follow_wrapped=False), None
     known = _SIGNATURES.get(fn)
-    if known is not None and all(a is b for a, b in zip(known[:3], parts)):
-        return known[3]
+    if known is not None and known[0] is fn.__code__ and known[1] is fn.__defaults__ and \
+            known[2] is fn.__kwdefaults__:
+        return known[3], known[4]
     signature = inspect.signature(fn, follow_wrapped=False)
-    _SIGNATURES[fn] = (*parts, signature)
-    return signature
+    plans: dict = {}
+    _SIGNATURES[fn] = (fn.__code__, fn.__defaults__, fn.__kwdefaults__, signature, plans)
+    return signature, plans
 
 
 
 def wrap_unsourced(tx, value) -> Value:
     """A value with no source: a default argument, or a closure of an unreachable function."""
-    from ..values.wrap import wrap
-
     if is_literal(value):
         return ConstantValue(value)
     if isinstance(value, torch.Tensor):

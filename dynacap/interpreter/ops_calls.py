@@ -27,6 +27,8 @@ def call_value(tx, fn: Value, args: list[Value], kwargs: dict[str, Value]) -> Va
 
 def _made_here(tx, fn: Value, args: list[Value], kwargs: dict[str, Value]) -> Value | None:
     """Calls whose result is a value kind of the trace: exceptions, modelled context managers."""
+    if not fn.is_constant():  # what each case below asks first
+        return None
     if is_exception_class(fn):
         return make_exception(tx, fn.as_constant(), args, kwargs, fn.source)
     if fn.is_constant() and isinstance(fn.as_constant(), type):

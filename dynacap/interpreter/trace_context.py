@@ -99,7 +99,7 @@ class TraceContext:
         not also hold operations inside a ``try`` block (of the frame or of a
         caller in the inlined chain): the graph is split there.
         """
-        inside = self.running is not None and self.running.inside_try() and raises
+        inside = raises and self.running is not None and self.running.inside_try()
         if inside and (mutates or self.graph.holds_mutation()) or mutates and self.handled_ops:
             raise GraphBreak("an operation inside a try block in a graph that changes an input, parameter or "
                              "buffer (in place, or a running-stat update): the graph is split there so that the "

@@ -30,15 +30,19 @@ from ..guards import GuardSet
 from ..source import BuiltinSource, GlobalSource, ModuleGlobalSource
 from ..trace_rules import Rule
 from ..regions import handler_at, in_try
-from ..skipfiles import is_layer_file
+from ..skipfiles import is_layer_file, is_skipped_file
 from ..source import LocalSource
 from ..values.base import DELETED, Value
 from ..values.constant import ConstantValue
-from ..values.exceptions import ExceptionValue, PythonError
+from ..values.exceptions import ExceptionValue, PythonError, python_error
 from ..values.grad_mode import WithBlock
 from ..values.library import call_by_rule
+from ..values.wrap import wrap
 from .call_frames import CellBox, bind_arguments, closure_cells
 from .trace_context import SideEffect, TraceContext
+
+#: Code flags of functions whose call makes a coroutine or an async generator (never inlined).
+_ASYNC_FLAGS = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
 
 #: The opcodes that close a loop's iteration.
 _BACKWARD_JUMPS = frozenset(dis.opmap[name] for name in ("JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT"))
@@ -79,20 +83,33 @@ class FrameAtBreak:
 
 
 
-#: id(code) -> (weak reference to the code, its instructions, offset -> index): every inlined call of a
-#: function would disassemble it again.  By identity, as code objects compare equal by value.
-_INSTRUCTIONS: dict[int, tuple] = {}
+class CodeFacts:
+    """What the tracer reads of a code object at every call and instruction, worked out once per code object:
+    its instructions (``dis``), the index of each offset, each instruction's handler, and which offsets a
+    ``try`` handler protects (``regions.in_try``, filled as they are asked)."""
+
+    __slots__ = ("instructions", "index_of_offset", "handlers", "in_try")
+
+    def __init__(self, code: types.CodeType):
+        self.instructions = list(dis.get_instructions(code))
+        self.index_of_offset = {ins.offset: i for i, ins in enumerate(self.instructions)}
+        # Every ops_* module registered its opcodes when the package was imported, before any trace.
+        self.handlers = [HANDLERS.get(ins.opname) for ins in self.instructions]
+        self.in_try: dict[int, bool] = {}
 
 
-def instructions_of(code: types.CodeType) -> tuple[list, dict]:
-    """``code``'s instructions (``dis``) and the index of each offset, disassembled once per code object."""
+#: id(code) -> (weak reference to the code, its ``CodeFacts``): every inlined call of a function would
+#: disassemble it again.  By identity, as code objects compare equal by value.
+_FACTS: dict[int, tuple] = {}
+
+
+def facts_of(code: types.CodeType) -> CodeFacts:
+    """``code``'s ``CodeFacts``, made once per code object."""
     key = id(code)
-    entry = _INSTRUCTIONS.get(key)
+    entry = _FACTS.get(key)
     if entry is None or entry[0]() is not code:
-        instructions = list(dis.get_instructions(code))
-        entry = _INSTRUCTIONS[key] = (weakref.ref(code, lambda _, key=key: _INSTRUCTIONS.pop(key, None)),
-                                      instructions, {ins.offset: i for i, ins in enumerate(instructions)})
-    return entry[1], entry[2]
+        entry = _FACTS[key] = (weakref.ref(code, lambda _, key=key: _FACTS.pop(key, None)), CodeFacts(code))
+    return entry[1]
 
 
 class Tracer:
@@ -102,7 +119,8 @@ class Tracer:
         self.f_globals = f_globals
         self.parent = parent
         self.depth = 0 if parent is None else parent.depth + 1
-        self.instructions, self.index_of_offset = instructions_of(code)
+        self.facts = facts = facts_of(code)
+        self.instructions, self.index_of_offset = facts.instructions, facts.index_of_offset
         self.stack: list[Value] = []
         self.locals: dict[str, Value] = {}
         self.cells: dict[str, CellBox] = {}
@@ -171,13 +189,9 @@ class Tracer:
             # of inlined calls) names it `implicit0`.
             return self.locals[f"implicit{name[1:]}"]
         if self.is_root and name in self.frame_values and name not in self.deleted:
-            from ..values.wrap import wrap
-
             value = wrap(self, self.frame_values[name], LocalSource(name))
             self.locals[name] = value
             return value
-        from ..values.exceptions import python_error
-
         raise python_error(UnboundLocalError, f"cannot access local variable '{name}' where it is not associated with "
                                               "a value",
                            reason=f"local variable {name!r} is read before assignment (UnboundLocalError at run time)")
@@ -186,9 +200,10 @@ class Tracer:
     def run(self) -> Value:
         """Interpret until ``RETURN_VALUE``; raises ``GraphBreak`` (with the user stack) otherwise."""
         handled = self.ctx.exc_info
+        step = self.step
         try:
             while self.return_value is None:
-                self.step()
+                step()
         except GraphBreak as e:
             if not e.user_stack:
                 e.user_stack = self.user_stack()
@@ -200,11 +215,14 @@ class Tracer:
         return self.return_value
 
     def step(self) -> None:
-        instruction = self.instructions[self.ip]
+        ip = self.ip
+        instruction = self.instructions[ip]
         self.current = instruction
-        checkpoint = self.checkpoint()
-        self.ip += 1
         ctx = self.ctx
+        # The state before the instruction (``checkpoint()``), made a ``Checkpoint`` only if it raises.
+        before = (list(self.stack), dict(self.locals), self.kw_names, list(self.blocks), len(ctx.graph.created),
+                  len(ctx.side_effects), ctx.mutations, torch.is_grad_enabled())
+        self.ip = ip + 1
         ctx.instructions_run += 1
         outer, ctx.running = ctx.running, self
         try:
@@ -216,11 +234,12 @@ class Tracer:
             if ctx.instructions_run > config.max_instructions:
                 raise GraphBreak(f"the captured code runs more than config.max_instructions={config.max_instructions} "
                                  "bytecode instructions while capturing (a very long computation in Python)")
-            handler = HANDLERS.get(instruction.opname)
+            handler = self.facts.handlers[ip]
             if handler is None:
                 raise GraphBreak(f"the bytecode instruction {instruction.opname} is not supported yet")
             handler(self, instruction)
         except PythonError as e:
+            checkpoint = Checkpoint(*before)
             if self.catch(e, checkpoint):
                 return
             if self.yielded is not None:
@@ -229,7 +248,7 @@ class Tracer:
             raise e
         except GraphBreak as e:
             # Outer frames are prepended as the break propagates out of inlined calls.
-            e.frames.insert(0, FrameAtBreak(self, checkpoint, instruction))
+            e.frames.insert(0, FrameAtBreak(self, Checkpoint(*before), instruction))
             raise
         finally:
             ctx.running = outer
@@ -290,10 +309,17 @@ class Tracer:
         """
         tracer = self
         while tracer is not None:
-            if tracer.current is not None and in_try(tracer.code, tracer.current.offset):
-                return True
-            if any(getattr(value, "handles_exceptions", False) for value in tracer.stack):
-                return True
+            current = tracer.current
+            if current is not None:
+                known = tracer.facts.in_try
+                protected = known.get(current.offset)
+                if protected is None:
+                    protected = known[current.offset] = in_try(tracer.code, current.offset)
+                if protected:
+                    return True
+            for value in tracer.stack:
+                if getattr(value, "handles_exceptions", False):
+                    return True
             tracer = tracer.parent
         return False
 
@@ -324,8 +350,6 @@ class Tracer:
 
     # -- variables ------------------------------------------------------------------------
     def load_global(self, name: str) -> Value:
-        from ..values.wrap import wrap
-
         ctx = self.ctx
         override = ctx.global_overrides.get((id(self.f_globals), name))
         if override is DELETED:
@@ -430,8 +454,6 @@ class Tracer:
     # -- calls ----------------------------------------------------------------------------
     def inline_call(self, fn_value, args: list[Value], kwargs: dict[str, Value]) -> Value:
         """Interpret a user function's bytecode in a child tracer and return its result."""
-        from ..skipfiles import is_skipped_file
-
         fn = fn_value.fn
         code = fn.__code__
         if getattr(fn, "_dynacap_disabled", False):
@@ -445,7 +467,7 @@ class Tracer:
             raise GraphBreak(f"call to {fn.__qualname__}, which dynacap does not capture (skipped file)")
         if self.depth + 1 > config.inline_depth_limit:
             raise GraphBreak(f"calls nested deeper than config.inline_depth_limit={config.inline_depth_limit}")
-        if code.co_flags & (inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE):
+        if code.co_flags & _ASYNC_FLAGS:
             raise GraphBreak(f"calling coroutine/async function {fn.__qualname__} is not supported")
         local_values = bind_arguments(self, fn_value, args, kwargs)
         child = Tracer(code, self.ctx, fn.__globals__, parent=self)
@@ -468,7 +490,6 @@ def _refuse_store_without_dict(target: Value, name: str) -> None:
     The caller found no data descriptor (a slot) of that name on the class, so eager raises here;
     replayed after the graph, the store would raise outside the frame's handlers.
     """
-    from ..values.exceptions import python_error
     from ..values.objects import ObjectValue
 
     if isinstance(target, ObjectValue) and not type(target.obj).__dictoffset__:
