@@ -635,3 +635,36 @@ def test_identity_layers_return_their_argument(backend):
     run_differential(Net(), torch.randn(3), backend=counting)
     assert len(counting.graphs) == 1
 
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_dropout_out_of_training_returns_its_argument(backend, monkeypatch):
+    """``nn.Dropout`` in eval mode returns its argument itself, with no node, as eager's ``F.dropout`` does;
+    an invalid ``p`` still raises eager's ValueError, a patched ``F.dropout`` is still the one called, and
+    a dropout that trains is still a node."""
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.drop = torch.nn.Dropout(0.3)
+
+        def forward(self, x):
+            y = self.drop(x)
+            return y is x, y + 1
+
+    net = Net().eval()
+    counting = CountingBackend(backend)
+    run_differential(net, torch.randn(3), backend=counting)
+    assert len(counting.graphs) == 1 and "dropout" not in counting.graphs[0].code
+
+    net.drop.p = 1.5  # F.dropout raises on it
+    run_differential(net, torch.randn(3), backend=CountingBackend(backend))
+
+    net.drop.p = 0.3
+    monkeypatch.setattr(torch.nn.functional, "dropout", lambda x, p, training, inplace: x * 0)
+    run_differential(net, torch.randn(3), backend=CountingBackend(backend))
+
+    monkeypatch.undo()
+    net.train()
+    counting = CountingBackend(backend)
+    out = dynacap.optimize(net, backend=counting)(torch.ones(1000))
+    assert out[0] is False and len(counting.graphs) == 1 and "dropout" in counting.graphs[0].code
+

@@ -470,9 +470,10 @@ def _inline_layer(tx, layer: ModuleValue, args, kwargs):
     forward = type(m).forward
     if "forward" in m.__dict__ or not inspect.isfunction(forward):
         return None
-    if forward is _IDENTITY_FORWARD and len(args) == 1 and not kwargs and not _marked(forward):
-        # ``nn.Identity`` returns its argument: what inlining its forward gives, without a frame (a
-        # transformer block holds half a dozen of them).
+    if len(args) == 1 and not kwargs and not _marked(forward) and (
+            forward is _IDENTITY_FORWARD or forward is _DROPOUT_FORWARD and _returns_its_input(tx, layer, args[0])):
+        # ``nn.Identity``, and ``nn.Dropout`` out of training, return their argument: what inlining the
+        # forward gives, without a frame or a node (a transformer block holds half a dozen of each).
         tx.calling = False
         return args[0]
     ctx = tx.ctx
@@ -493,6 +494,27 @@ def _inline_layer(tx, layer: ModuleValue, args, kwargs):
 
 
 _IDENTITY_FORWARD = torch.nn.Identity.forward
+_DROPOUT_FORWARD = torch.nn.Dropout.forward
+_F_DROPOUT = torch.nn.functional.dropout
+
+
+def _returns_its_input(tx, layer: "ModuleValue", x: Value) -> bool:
+    """Whether ``nn.Dropout``'s forward, ``F.dropout(input, self.p, self.training, self.inplace)``, returns
+    ``x`` itself: torch's own ``F.dropout`` on a tensor without ``__torch_function__``, ``p`` in [0, 1]
+    (else it raises) and not training (ATen's dropout then returns its input).  The attributes are read
+    as the traced forward reads them, with the same guards; under export, which keeps no guards (and
+    whose programs keep ``torch.export``'s dropout nodes), never."""
+    from .tensor import TensorValue
+
+    if (not tx.ctx.guards_kept or torch.nn.functional.dropout is not _F_DROPOUT or type(x) is not TensorValue
+            or x.python_type() not in (torch.Tensor, torch.nn.Parameter)):
+        return False
+    p, training = layer.getattr(tx, "p"), layer.getattr(tx, "training")
+    layer.getattr(tx, "inplace")
+    if not (p.is_constant() and training.is_constant()):
+        return False
+    p, training = p.as_constant(), training.as_constant()
+    return training is False and type(p) in (int, float) and 0.0 <= p <= 1.0
 
 
 def _marked(fn) -> bool:
