@@ -101,6 +101,30 @@ class GlobalSource(Source):
         return [Instr("LOAD_GLOBAL", (False, self.name))]
 
 
+#: id(globals dict) -> (its module's name, the name guards call it by), and each name's owner: one name per
+#: dict (``globals_ref``).
+_GLOBALS_REFS: dict[int, tuple] = {}
+_REF_OWNERS: dict[str, int] = {}
+
+
+def globals_ref(module_name: str, globals_dict: dict) -> str:
+    """The name a guard expression gives another module's globals: ``___g_`` and the module's name with
+    every other character an ``_``, and a number after it when another dict took that name first (``a.b``
+    and ``a_b``, two namespaces of one name).  Guards are told apart by their text: two dicts under one
+    name would share each other's guards.  A name stays its dict's while guards hold the dict, so its id
+    cannot be another's meanwhile."""
+    known = _GLOBALS_REFS.get(id(globals_dict))
+    if known is not None and known[0] == module_name:
+        return known[1]
+    base = "___g_" + "".join(c if c.isalnum() else "_" for c in module_name)
+    ref, n = base, 1
+    while _REF_OWNERS.get(ref, id(globals_dict)) != id(globals_dict):
+        ref, n = f"{base}_{n}", n + 1
+    _GLOBALS_REFS[id(globals_dict)] = (module_name, ref)
+    _REF_OWNERS[ref] = id(globals_dict)
+    return ref
+
+
 @dataclass(frozen=True, eq=False)
 class ModuleGlobalSource(Source):
     """A global of another module (an inlined function's ``__globals__``), read from that dict."""
@@ -110,7 +134,7 @@ class ModuleGlobalSource(Source):
     globals_dict: dict
 
     def _ref(self) -> str:
-        return "___g_" + "".join(c if c.isalnum() else "_" for c in self.module_name)
+        return globals_ref(self.module_name, self.globals_dict)
 
     def expr(self) -> str:
         return f"{self._ref()}[{self.name!r}]"

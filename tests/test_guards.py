@@ -925,3 +925,34 @@ def test_class_attributes_are_guarded():
     probe.check(x)
     assert probe.compiles == 3
     ClassCfg.table["k"], ClassCfg.scale = 1.0, 2.0
+
+
+@pytest.mark.parametrize("python_guards", [False, True])
+def test_globals_of_two_modules_whose_names_read_alike_are_guarded_apart(python_guards, monkeypatch):
+    """Functions of modules ``a.b`` and ``a_b`` (their names alike once made identifiers) read a global of
+    one name and value: each module's global is guarded on its own, so changing the second recompiles
+    (both guards once had one text, and one of them was dropped as a duplicate: a stale result)."""
+    import types
+
+    if python_guards:
+        monkeypatch.setenv("DYNACAP_PYTHON_GUARDS", "1")
+
+    def module(name):
+        m = types.ModuleType(name)
+        exec("def get():\n    return X\n", m.__dict__)
+        m.X = 1.0
+        return m
+
+    first, second = module("a.b"), module("a_b")
+
+    def f(t):
+        return t + first.get() + second.get()
+
+    opt = dynacap.optimize(f, backend="eager")
+    t = torch.zeros(1)
+    assert opt(t).item() == f(t).item() == 2.0
+    second.X = 5.0
+    assert opt(t).item() == f(t).item() == 6.0
+    first.X = 7.0
+    assert opt(t).item() == f(t).item() == 12.0
+
