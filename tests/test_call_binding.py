@@ -6,7 +6,10 @@ import itertools
 import pytest
 import torch
 
-from dynacap.interpreter.call_frames import _apply_plan, _plan_of
+from dynacap.errors import GraphBreak
+from dynacap.interpreter.call_frames import bind_arguments
+from dynacap.values.constant import ConstantValue
+from dynacap.values.containers import DictValue, TupleValue
 from tests.differential import CountingBackend, run_differential
 
 
@@ -19,31 +22,44 @@ def _f6(): pass
 def _f7(a, /, **kw): pass
 
 
+class _Function:
+    """What ``bind_arguments`` reads of a function's value: the function, no source (defaults as constants)."""
+
+    source = None
+
+    def __init__(self, fn):
+        self.fn = fn
+
+
 @pytest.mark.parametrize("fn", [_f1, _f2, _f3, _f4, _f5, _f6, _f7])
 def test_plan_binds_as_signature_bind(fn):
     signature = inspect.signature(fn)
     names = ["a", "b", "c", "d", "x", "y", "z", "self", "q", "kw", "args"]
     shapes = [(n, kws) for n in range(5) for r in range(4) for kws in itertools.permutations(names, r)]
-    for count, kwnames in shapes:
-        args = [object() for _ in range(count)]
-        kwargs = {k: object() for k in kwnames}
+    for count, kwnames in shapes * 2:  # the second time from the memoised plans
+        args = [ConstantValue(object()) for _ in range(count)]
+        kwargs = {k: ConstantValue(object()) for k in kwnames}
         try:
             bound = signature.bind(*args, **kwargs)
-        except TypeError:
-            with pytest.raises(TypeError):
-                _plan_of(signature, (count, kwnames))
+        except TypeError as e:
+            with pytest.raises(GraphBreak, match=f"{fn.__qualname__}: {e} "):
+                bind_arguments(None, _Function(fn), args, kwargs)
             continue
         bound.apply_defaults()
-        planned = _apply_plan(_plan_of(signature, (count, kwnames)), args, kwargs)
-        assert list(planned) == list(bound.arguments), (count, kwnames)
+        local_values = bind_arguments(None, _Function(fn), args, kwargs)
+        assert list(local_values) == list(bound.arguments), (count, kwnames)
         for name, value in bound.arguments.items():
-            got = planned[name]
-            if isinstance(value, dict):
-                assert list(got.items()) == list(value.items())
-            elif isinstance(value, tuple):
-                assert got == value and all(a is b for a, b in zip(got, value))
-            else:
+            got = local_values[name]
+            kind = signature.parameters[name].kind
+            if kind is inspect.Parameter.VAR_KEYWORD:
+                assert isinstance(got, DictValue) and list(got.items.items()) == list(value.items())
+            elif kind is inspect.Parameter.VAR_POSITIONAL:
+                assert isinstance(got, TupleValue) and len(got.items) == len(value)
+                assert all(a is b for a, b in zip(got.items, value))
+            elif isinstance(value, ConstantValue):
                 assert got is value, (count, kwnames, name)
+            else:
+                assert isinstance(got, ConstantValue) and got.value is value  # a default
 
 
 def _callee(a, b=10, *rest, scale=1.0, **options):

@@ -60,25 +60,21 @@ def bind_arguments(tx, fn_value, args: list[Value], kwargs: dict[str, Value]) ->
     plan = plans.get(key) if plans is not None else None
     if plan is None:
         try:
-            bound = signature.bind(*args, **kwargs)
+            plan = _plan_of(signature, key)
         except TypeError as e:
             raise GraphBreak(f"calling {fn.__qualname__}: {e} (TypeError at run time)") from None
-        bound.apply_defaults()
-        arguments = bound.arguments
         if plans is not None:
-            plans[key] = _plan_of(signature, key)
-    else:
-        arguments = _apply_plan(plan, args, kwargs)
-    params = signature.parameters
+            plans[key] = plan
     local_values = {}
-    for name, value in arguments.items():
-        param = params[name]
-        kind = param.kind
-        if kind is inspect.Parameter.VAR_POSITIONAL:
-            value = TupleValue(list(value))
-        elif kind is inspect.Parameter.VAR_KEYWORD:
-            value = DictValue(dict(value))
-        elif not isinstance(value, Value):
+    for name, how, where, param in plan:
+        if how is _VARARGS:
+            local_values[name] = TupleValue(list(args[where:]))
+            continue
+        if how is _VARKW:
+            local_values[name] = DictValue({n: kwargs[n] for n in where})
+            continue
+        value = args[where] if how is _ARG else kwargs[where] if how is _KW else where
+        if not isinstance(value, Value):
             value = _wrap_default(tx, fn_value, name, param, value)
         local_values[name] = value
     return local_values
@@ -93,43 +89,31 @@ class _Argument:
         self.index, self.name = index, name
 
 
+#: Where a parameter's value comes from in a binding plan (``_plan_of``).
+_ARG, _KW, _DEFAULT, _VARARGS, _VARKW = "arg", "kw", "default", "varargs", "varkw"
+
+
 def _plan_of(signature: inspect.Signature, key: tuple) -> tuple:
     """How ``signature.bind`` (then ``apply_defaults``) binds a call of ``key`` = (positional count, keyword
-    names in order): it reads only that shape, never the values.  Per parameter, in the bound order: where its
-    value comes from (``"arg"`` index, ``"kw"`` name, ``"default"`` value, ``"varargs"`` first index,
-    ``"varkw"`` names)."""
+    names in order): it reads only that shape, never the values, and raises the same ``TypeError``.  Per
+    parameter, in the bound order: ``(name, how, where, parameter)``, ``where`` being the argument's index
+    (``_ARG``), its keyword (``_KW``), the default value (``_DEFAULT``), the first index of ``*args``
+    (``_VARARGS``) or the keywords of ``**kwargs`` (``_VARKW``)."""
     count, names = key
     bound = signature.bind(*[_Argument(index=i) for i in range(count)], **{n: _Argument(name=n) for n in names})
     bound.apply_defaults()
     plan = []
     for name, value in bound.arguments.items():
-        kind = signature.parameters[name].kind
-        if kind is inspect.Parameter.VAR_POSITIONAL:
-            plan.append((name, "varargs", value[0].index if value else count))
-        elif kind is inspect.Parameter.VAR_KEYWORD:
-            plan.append((name, "varkw", tuple(value)))
+        param = signature.parameters[name]
+        if param.kind is inspect.Parameter.VAR_POSITIONAL:
+            plan.append((name, _VARARGS, value[0].index if value else count, param))
+        elif param.kind is inspect.Parameter.VAR_KEYWORD:
+            plan.append((name, _VARKW, tuple(value), param))
         elif type(value) is _Argument:
-            plan.append((name, "arg", value.index) if value.name is None else (name, "kw", value.name))
+            plan.append((name, _ARG, value.index, param) if value.name is None else (name, _KW, value.name, param))
         else:
-            plan.append((name, "default", value))
+            plan.append((name, _DEFAULT, value, param))
     return tuple(plan)
-
-
-def _apply_plan(plan: tuple, args: list, kwargs: dict) -> dict:
-    """``signature.bind(*args, **kwargs)``'s arguments after ``apply_defaults``, by the call shape's plan."""
-    arguments = {}
-    for name, how, where in plan:
-        if how == "arg":
-            arguments[name] = args[where]
-        elif how == "kw":
-            arguments[name] = kwargs[where]
-        elif how == "default":
-            arguments[name] = where
-        elif how == "varargs":
-            arguments[name] = tuple(args[where:])
-        else:
-            arguments[name] = {n: kwargs[n] for n in where}
-    return arguments
 
 
 def closure_cells(tx, fn_value) -> dict[str, CellBox]:
@@ -176,10 +160,10 @@ def _default_source(fn_value, name: str, param: inspect.Parameter):
 
 
 
-#: function -> (code, defaults, kwdefaults, its Signature, the binding plans of its call shapes): a function's
-#: signature is a function of those three (each compared by identity), unless it carries a ``__signature__``
-#: of its own (never memoised).
-_SIGNATURES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+#: id(function) -> (weak reference to it, its code, defaults, kwdefaults, its Signature, the binding plans of
+#: its call shapes): a function's signature is a function of those three (each compared by identity), unless
+#: it carries a ``__signature__`` of its own (never memoised).
+_SIGNATURES: dict[int, tuple] = {}
 
 
 def signature_of(fn: types.FunctionType) -> inspect.Signature:
@@ -191,13 +175,15 @@ def _signature_and_plans(fn: types.FunctionType) -> tuple:
     """``signature_of(fn)`` and its binding plans by call shape (``_plan_of``; None: not memoised)."""
     if "__signature__" in fn.__dict__:
         return inspect.signature(fn, follow_wrapped=False), None
-    known = _SIGNATURES.get(fn)
-    if known is not None and known[0] is fn.__code__ and known[1] is fn.__defaults__ and \
-            known[2] is fn.__kwdefaults__:
-        return known[3], known[4]
+    key = id(fn)
+    known = _SIGNATURES.get(key)
+    if known is not None and known[0]() is fn and known[1] is fn.__code__ and known[2] is fn.__defaults__ and \
+            known[3] is fn.__kwdefaults__:
+        return known[4], known[5]
     signature = inspect.signature(fn, follow_wrapped=False)
     plans: dict = {}
-    _SIGNATURES[fn] = (fn.__code__, fn.__defaults__, fn.__kwdefaults__, signature, plans)
+    _SIGNATURES[key] = (weakref.ref(fn, lambda _, key=key: _SIGNATURES.pop(key, None)), fn.__code__,
+                        fn.__defaults__, fn.__kwdefaults__, signature, plans)
     return signature, plans
 
 

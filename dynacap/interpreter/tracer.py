@@ -219,9 +219,14 @@ class Tracer:
         instruction = self.instructions[ip]
         self.current = instruction
         ctx = self.ctx
-        # The state before the instruction (``checkpoint()``), made a ``Checkpoint`` only if it raises.
-        before = (list(self.stack), dict(self.locals), self.kw_names, list(self.blocks), len(ctx.graph.created),
-                  len(ctx.side_effects), ctx.mutations, torch.is_grad_enabled())
+        # The state before the instruction (``checkpoint()``), made a ``Checkpoint`` only if it raises; an empty
+        # stack or block list is only copied then.
+        stack, blocks = self.stack, self.blocks
+        saved_stack = list(stack) if stack else None
+        saved_locals = dict(self.locals)
+        saved_blocks = list(blocks) if blocks else None
+        kw_names, nodes, side_effects = self.kw_names, len(ctx.graph.created), len(ctx.side_effects)
+        mutations, grad_enabled = ctx.mutations, torch.is_grad_enabled()
         self.ip = ip + 1
         ctx.instructions_run += 1
         outer, ctx.running = ctx.running, self
@@ -238,17 +243,18 @@ class Tracer:
             if handler is None:
                 raise GraphBreak(f"the bytecode instruction {instruction.opname} is not supported yet")
             handler(self, instruction)
-        except PythonError as e:
-            checkpoint = Checkpoint(*before)
-            if self.catch(e, checkpoint):
-                return
-            if self.yielded is not None:
-                e = self._leaving_generator(e)
-            e.frames.insert(0, FrameAtBreak(self, checkpoint, instruction))
-            raise e
         except GraphBreak as e:
+            checkpoint = Checkpoint(saved_stack or [], saved_locals, kw_names, saved_blocks or [], nodes,
+                                    side_effects, mutations, grad_enabled)
+            if isinstance(e, PythonError):
+                if self.catch(e, checkpoint):
+                    return
+                if self.yielded is not None:
+                    e = self._leaving_generator(e)
+                e.frames.insert(0, FrameAtBreak(self, checkpoint, instruction))
+                raise e
             # Outer frames are prepended as the break propagates out of inlined calls.
-            e.frames.insert(0, FrameAtBreak(self, Checkpoint(*before), instruction))
+            e.frames.insert(0, FrameAtBreak(self, checkpoint, instruction))
             raise
         finally:
             ctx.running = outer
