@@ -43,6 +43,8 @@ G_LIST = []
 G_SCALE = 1.5
 G_LAST = None
 G_SET = {1, 2}
+LAYERS = torch.nn.ModuleDict({"ident": torch.nn.Identity(), "drop": torch.nn.Dropout(0.25),
+                              "relu": torch.nn.ReLU(inplace=True)}).eval()
 
 
 class Box:

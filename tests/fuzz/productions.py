@@ -69,6 +69,24 @@ def inplace_method(w, scope, depth):
                           f"{target}.clamp_(-2.0, 2.0)", f"{target}.add_({w.tensor(scope)})"])]
 
 
+@statement("layer_call", 1.5)
+def layer_call(w, scope, depth):
+    """A module of ``LAYERS`` called on a tensor: ``nn.Identity`` and an eval-mode ``nn.Dropout`` return
+    their argument itself (``is`` tells), an in-place ``nn.ReLU`` changes it (an argument: the caller's)."""
+    tensors = scope.of("tensor")
+    if not tensors:
+        return None
+    name, source = w.fresh("t"), w.rng.choice(tensors)
+    kind = w.rng.choice(["ident", "drop", "relu"])
+    if kind == "relu":
+        target = source if w.rng.random() < 0.3 else f"{w.tensor(scope)}.clone()"
+        line = f"{name} = LAYERS['relu']({target}) + 1"
+    else:
+        line = f"{name} = LAYERS[{kind!r}]({source}) * (1 + (LAYERS[{kind!r}]({source}) is {source}))"
+    scope.define(name, "tensor")
+    return [line]
+
+
 # -- containers ----------------------------------------------------------------------------
 @statement("list_local", 2)
 def list_local(w, scope, depth):
