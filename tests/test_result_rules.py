@@ -111,6 +111,17 @@ def _rule_cases():
             cases += [(F.conv2d, [x, w, b], kw), (F.conv2d, [x, w], kw), (F.conv2d, [cl(x), w, b], kw),
                       (F.conv2d, [x, cl(w), b], kw), (F.conv2d, [strided(x, lambda v: v.transpose(2, 3)), w], kw),
                       (F.conv2d, [nhwc, w, b], kw), (F.conv2d, [nhwc, cl(w)], kw)]
+    # addmm (GPT-2's Conv1D): biases of one or two dims, operands of any strides, other dtypes, wrong sizes.
+    for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
+        for bias in [(6,), (1, 6), (3, 6), (1,), (3, 1)]:
+            cases += [(torch.addmm, [t(*bias, dtype=dtype), t(3, 4, dtype=dtype), t(4, 6, dtype=dtype)], {}),
+                      (torch.addmm, [t(*bias, dtype=dtype), strided(t(4, 3, dtype=dtype), lambda m: m.t()),
+                                     strided(t(6, 4, dtype=dtype), lambda m: m.t())], {}),
+                      (torch.addmm, [t(*bias, dtype=dtype), strided(t(2, 3, 4, dtype=dtype), lambda m: m[0]),
+                                     strided(t(4, 12, dtype=dtype), lambda m: m[:, ::2])], {})]
+    cases += [(torch.addmm, [t(6), t(3, 4), t(5, 6)], {}), (torch.addmm, [t(7), t(3, 4), t(4, 6)], {}),
+              (torch.addmm, [t(6), t(3, 4), t(4, 6, dtype=torch.float64)], {}),
+              (torch.addmm, [t(6), t(3, 4), t(4, 6)], {"beta": 0.5}), (torch.addmm, [t(6), t(2, 3, 4), t(4, 6)], {})]
     cases += [(F.conv2d, [t(1, 4, 5, 5), t(6, 4, 3, 3, dtype=torch.float64)], {}),
               (F.conv2d, [t(1, 4, 5, 5), t(6, 3, 3, 3)], {}), (F.conv2d, [t(4, 5, 5), t(6, 4, 3, 3)], {})]
     return cases
@@ -353,6 +364,35 @@ def test_in_place_rule_is_what_dispatching_returns(seed):
                 assert out is fx_ and fx_._version == before + 1
     assert answered > 15
 
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_to_dtype_rule_is_the_dispatched_result(seed):
+    """``x.to(dtype)`` on random layouts (permuted, sliced with a step, expanded, size-1 dims with odd
+    strides) and dtype pairs: the rule's result is dispatching's, or it declines."""
+    import random
+
+    from dynacap.graph import GraphBuilder
+    from dynacap.graph.propagation import _fresh
+    from dynacap.graph.results import RESULT_RULES
+
+    rng = random.Random(seed)
+    dtypes = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.uint8,
+              torch.bool, torch.complex64]
+    answered = 0
+    builder = GraphBuilder()
+    with builder.propagating(), torch.no_grad():
+        for _ in range(120):
+            shape = [rng.choice([1, 1, 2, 3]) for _ in range(rng.randrange(0, 4))]
+            x = builder.fake_of(_random_operand(rng, shape, torch.float32).to(rng.choice(dtypes[:-1])))
+            dtype = rng.choice(dtypes)
+            args, kwargs = ([x, dtype], {}) if rng.random() < 0.5 else ([x], {"dtype": dtype})
+            rule = RESULT_RULES["to"](args, kwargs)
+            real = x.to(*args[1:], **kwargs)
+            if rule is not None:
+                answered += 1
+                assert rule == _fresh(real, [x]), (x.shape, x.stride(), x.dtype, dtype)
+    assert answered > 30
 
 def test_elementwise_result_rule_answers_convnext_layer_scale_and_residual():
     """The layouts a ConvNeXt block meets: a channels-last activation times a (1, C, 1, 1) scale, plus the

@@ -219,32 +219,76 @@ def _cat_result(args: list, kwargs: dict):
     shape[dim] = sum(t.shape[dim] for t in tensors)
     return _new(shape, first)
 
+
+def _addmm_result(args: list, kwargs: dict):
+    """``torch.addmm(input, mat1, mat2)`` (GPT-2's ``Conv1D``) of fakes of one floating dtype and device:
+    ``mat1`` (m, k) and ``mat2`` (k, n) of any strides, ``input`` broadcasting to (m, n); a new contiguous
+    (m, n) tensor (``beta``/``alpha``/``out`` are dispatched)."""
+    bound = _bind(("input", "mat1", "mat2"), (), args, kwargs)
+    if bound is None:
+        return None
+    bias, mat1, mat2 = bound
+    if (not all(_strided(t) and t.dtype == mat1.dtype and t.device == mat1.device for t in bound)
+            or mat1.dim() != 2 or mat2.dim() != 2 or mat1.shape[1] != mat2.shape[0] or _records_grad(*bound)):
+        return None
+    shape = (mat1.shape[0], mat2.shape[1])
+    try:
+        if torch.broadcast_shapes(bias.shape, shape) != shape:
+            return None
+    except RuntimeError:
+        return None
+    return _new(shape, mat1)
+
+
+#: Dtypes ``_to_dtype_result`` converts between (no complex, quantized or sub-byte types).
+_CONVERTIBLE = frozenset({torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32,
+                          torch.int16, torch.int8, torch.uint8, torch.bool})
+
+
+def _to_dtype_result(args: list, kwargs: dict):
+    """``x.to(dtype)`` / ``x.to(dtype=dtype)`` into another dtype, ``x`` a fake without overlap and gaps:
+    a new tensor of ``x``'s sizes and strides (``_to_copy`` keeps a dense layout).  The same dtype returns
+    ``x`` itself, which propagation learns from dispatching."""
+    if len(args) == 2 and not kwargs:
+        x, dtype = args
+    elif len(args) == 1 and set(kwargs) == {"dtype"}:
+        x, dtype = args[0], kwargs["dtype"]
+    else:
+        return None
+    if (type(x) is not FakeTensor or type(dtype) is not torch.dtype or dtype == x.dtype or dtype not in _CONVERTIBLE
+            or x.dtype not in _CONVERTIBLE or x.layout is not torch.strided or x.constant is not None
+            or 0 in x.shape or not is_non_overlapping_and_dense(x.shape, x.stride()) or _records_grad(x)):
+        return None
+    return (x.shape, x.stride(), dtype, x.device, None)
+
 #: Dtypes an elementwise rule answers for: the reference computes half types in float32, and converting
 #: there and back may change the layout of size-1 dims.
 _FULL_PRECISION = (torch.float32, torch.float64)
 
 
 def _binary_result(args: list, kwargs: dict):
-    """``a + b``, ``a * b``, ``a - b`` of fake tensors of one dtype (float32 or float64) and device, with one
-    dim or more each: a new tensor of the broadcast sizes, with the strides fake dispatch gives it
-    (``layouts.elementwise_strides``).  A number or a 0-dim tensor operand is dispatched: fake dispatch
-    takes another way there."""
+    """``a + b``, ``a * b``, ``a - b`` of a fake tensor ``a`` of float32 or float64, with one dim or more, and
+    ``b`` a fake of its dtype and device with one dim or more, or a Python number: a new tensor of the
+    broadcast sizes, with the strides fake dispatch gives it (``layouts.elementwise_strides``; a number
+    takes no part in them).  A 0-dim tensor operand is dispatched: fake dispatch takes another way there."""
     if len(args) != 2 or kwargs:
         return None
     a, b = args
-    for t in args:
+    tensors = [a, b] if type(b) is FakeTensor else [a]
+    for t in tensors:
         if (type(t) is not FakeTensor or t.layout is not torch.strided or t.dtype not in _FULL_PRECISION
                 or t.dtype != a.dtype or t.device != a.device or t.constant is not None or not t.dim()
                 or 0 in t.shape):
             return None
-    if _records_grad(a, b):
+    if len(tensors) == 1 and not (type(b) in _NUMBERS and -2 ** 63 <= b < 2 ** 63):  # a wider int raises
+        return None
+    if _records_grad(*tensors):
         return None
     try:
-        shape = torch.broadcast_shapes(a.shape, b.shape)
+        shape = torch.broadcast_shapes(*(t.shape for t in tensors))
     except RuntimeError:
         return None  # sizes that do not broadcast: dispatching raises
-    return (shape, elementwise_strides(shape, [(a.shape, a.stride()), (b.shape, b.stride())]), a.dtype, a.device,
-            None)
+    return (shape, elementwise_strides(shape, [(t.shape, t.stride()) for t in tensors]), a.dtype, a.device, None)
 
 
 def _writes_in_place(x, others) -> bool:
@@ -322,6 +366,8 @@ RESULT_RULES = {
     torch.nn.functional.gelu: _gelu_result,
     torch.nn.functional.conv2d: _conv2d_result,
     torch.cat: _cat_result,
+    torch.addmm: _addmm_result,
+    "to": _to_dtype_result,
     # ``aten.add.Tensor``, ``aten.mul.Tensor``, ``aten.sub.Tensor``, however they are called.
     **{op: _binary_result for op in (operator.add, operator.mul, operator.sub, torch.add, torch.mul, torch.sub,
                                      "add", "mul", "sub")},
