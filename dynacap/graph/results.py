@@ -1,13 +1,15 @@
 """Result rules: the fake result of a few common operations, known from their arguments' metadata.
 
 The first time a trace meets an operation on given argument metadata, fake propagation dispatches it
-(``Propagation.propagate``); ``F.linear``, ``F.layer_norm``, ``F.gelu``, ``F.conv2d`` and an eval-mode
-``F.batch_norm`` go there through a chain of fake dispatches and Python reference implementations,
-one to several milliseconds each on a model's first call.  Each rule here answers, for the common case only (dense inputs with contiguous
-strides, a floating dtype, parameters of the input's dtype and device, no gradient to record), the
-metadata ``propagation._fresh`` would record from the dispatched result: shape, strides, dtype, device
-and, for a result that is a view of a new tensor, that base's.  Any other call gets None and is
-dispatched as usual.  ``tests/test_capture_speed.py`` checks every rule against dispatching.
+(``Propagation.propagate``); ``F.linear``, ``F.layer_norm``, ``F.gelu``, ``F.conv2d``, an eval-mode
+``F.batch_norm``, ``torch.cat``, ``addmm``, ``to(dtype)`` and ``a + b``/``a * b``/``a - b`` go there through
+a chain of fake dispatches and Python reference implementations, about a millisecond or more each on a
+model's first call.  Each rule in ``RESULT_RULES`` answers, for the common case only (inputs of the
+layouts it knows, a floating dtype, parameters of the input's dtype and device, no gradient to record),
+the metadata ``propagation._fresh`` would record from the dispatched result: shape, strides, dtype,
+device and, for a result that is a view of a new tensor, that base's; ``RETURNS_FIRST_ARGUMENT`` says
+which in-place kernels return their argument one version up without raising.  Any other call gets None
+(False) and is dispatched as usual.  ``tests/test_result_rules.py`` checks every rule against dispatching.
 This module must not make tensors: ``Propagation._remake`` does, from what a rule answers.
 """
 from __future__ import annotations
@@ -38,6 +40,23 @@ def _strided(t) -> bool:
     and no value held."""
     return (type(t) is FakeTensor and t.layout is torch.strided and t.dtype in NORM_DTYPES and t.constant is None
             and 0 not in t.shape)
+
+
+#: Python numbers an operand may be (a wrapped scalar: it takes the tensor's floating dtype).
+_NUMBERS = (int, float, bool)
+
+
+def _wrapped_number(v) -> bool:
+    """Whether ``v`` is a Python number ATen wraps as a scalar (a wider int raises: it fits no int64)."""
+    return type(v) in _NUMBERS and -2 ** 63 <= v < 2 ** 63
+
+
+def _broadcast(*shapes):
+    """The sizes ``shapes`` broadcast to, or None where they do not (dispatching raises)."""
+    try:
+        return torch.broadcast_shapes(*shapes)
+    except RuntimeError:
+        return None
 
 
 def _records_grad(*tensors) -> bool:
@@ -232,10 +251,7 @@ def _addmm_result(args: list, kwargs: dict):
             or mat1.dim() != 2 or mat2.dim() != 2 or mat1.shape[1] != mat2.shape[0] or _records_grad(*bound)):
         return None
     shape = (mat1.shape[0], mat2.shape[1])
-    try:
-        if torch.broadcast_shapes(bias.shape, shape) != shape:
-            return None
-    except RuntimeError:
+    if _broadcast(bias.shape, shape) != shape:
         return None
     return _new(shape, mat1)
 
@@ -280,14 +296,11 @@ def _binary_result(args: list, kwargs: dict):
                 or t.dtype != a.dtype or t.device != a.device or t.constant is not None or not t.dim()
                 or 0 in t.shape):
             return None
-    if len(tensors) == 1 and not (type(b) in _NUMBERS and -2 ** 63 <= b < 2 ** 63):  # a wider int raises
+    if len(tensors) == 1 and not _wrapped_number(b) or _records_grad(*tensors):
         return None
-    if _records_grad(*tensors):
+    shape = _broadcast(*(t.shape for t in tensors))
+    if shape is None:
         return None
-    try:
-        shape = torch.broadcast_shapes(*(t.shape for t in tensors))
-    except RuntimeError:
-        return None  # sizes that do not broadcast: dispatching raises
     return (shape, elementwise_strides(shape, [(t.shape, t.stride()) for t in tensors]), a.dtype, a.device, None)
 
 
@@ -303,16 +316,11 @@ def _writes_in_place(x, others) -> bool:
         return False
     for o in others:
         if type(o) in _NUMBERS:
-            if not -2 ** 63 <= o < 2 ** 63:
+            if not _wrapped_number(o):
                 return False
-            continue
-        if (type(o) is not FakeTensor or o.layout is not torch.strided or o.dtype != x.dtype or o.device != x.device
-                or o.constant is not None or (o is not x and storage_of(o) == storage_of(x))):
-            return False
-        try:
-            if torch.broadcast_shapes(x.shape, o.shape) != x.shape:
-                return False
-        except RuntimeError:
+        elif (type(o) is not FakeTensor or o.layout is not torch.strided or o.dtype != x.dtype or o.device != x.device
+                or o.constant is not None or (o is not x and storage_of(o) == storage_of(x))
+                or _broadcast(x.shape, o.shape) != x.shape):
             return False
     return True
 
@@ -332,9 +340,6 @@ def _binary_in_place(args: list, kwargs: dict) -> bool:
     """``x += y``, ``x *= y``, ``x -= y``, ``x.add_(y)``... (no ``alpha``)."""
     return len(args) == 2 and not kwargs and _writes_in_place(args[0], args[1:])
 
-
-#: Numbers an in-place operand may be (a wrapped scalar).
-_NUMBERS = (int, float, bool)
 
 #: Operations known to return their first argument, written in place (one version up), without
 #: dispatching (``Propagation.propagate`` records it as it records a dispatched one).
