@@ -36,7 +36,8 @@ from ..errors import GraphBreak
 from ..source import Source
 from .effects import MUTATES, may_raise, node_effect, storage_of
 from .fakes import TraceFakeMode, new_fake, new_meta
-from .propagation import Propagation, storage_length
+from .layouts import storage_length
+from .propagation import Propagation
 from .shapes import SYMBOLIC, NeedsSymbolicShapes, SymbolicShapes
 
 _FAKE_KEY = torch._C._TorchDispatchModeKey.FAKE

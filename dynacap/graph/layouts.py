@@ -1,4 +1,4 @@
-"""Strides a new tensor gets: contiguous, channels-last, and an elementwise result's under fake dispatch.
+"""Strides a new tensor gets (contiguous, channels-last, an elementwise result's under fake dispatch) and the storage it spans.
 
 ``a + b``, ``a * b`` and ``a - b`` of fake tensors with static sizes run their Python meta (the
 ``torch._refs`` reference: ``_maybe_broadcast`` expands the operands to the common sizes, and the
@@ -34,6 +34,13 @@ def channels_last_strides(shape) -> tuple:
     """The strides ``torch.empty(shape, memory_format=torch.channels_last)`` has (4-d)."""
     n, c, h, w = shape
     return (h * w * c, 1, w * c, c)
+
+
+def storage_length(shape, stride) -> int:
+    """Elements a dense tensor of these sizes and strides spans (what ``empty_strided`` allocates)."""
+    if 0 in shape:
+        return 0
+    return 1 + sum((n - 1) * s for n, s in zip(shape, stride))
 
 
 def _is_contiguous(shape, stride) -> bool:

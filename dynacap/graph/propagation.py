@@ -16,6 +16,7 @@ from torch._subclasses.fake_tensor import FakeTensor, in_kernel_invocation_manag
 
 from .effects import storage_of
 from .fakes import make_view, new_fake, new_meta
+from .layouts import storage_length
 from .results import MULTIPLE_VIEWS, RESULT_RULES, RETURNS_FIRST_ARGUMENT, VIEW_OPERATIONS
 
 
@@ -234,10 +235,3 @@ def _tensor_keys(key) -> list:
 
     walk(key)
     return out
-
-
-def storage_length(shape, stride) -> int:
-    """Elements a dense tensor of these sizes and strides spans (what ``empty_strided`` allocates)."""
-    if 0 in shape:
-        return 0
-    return 1 + sum((n - 1) * s for n, s in zip(shape, stride))
