@@ -1,4 +1,4 @@
-"""Strides a new tensor gets (contiguous, channels-last, an elementwise result's under fake dispatch) and the storage it spans.
+"""Strides a new tensor gets (contiguous, channels-last, an elementwise result's) and the storage it spans.
 
 ``a + b``, ``a * b`` and ``a - b`` of fake tensors with static sizes run their Python meta (the
 ``torch._refs`` reference: ``_maybe_broadcast`` expands the operands to the common sizes, and the
