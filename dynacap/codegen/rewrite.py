@@ -326,11 +326,12 @@ def _load_inputs(cg: Emitter, sources: list[Source]) -> list[str]:
 
     def load(source: Source) -> list[Instr]:
         base = _shared_base(source)
-        if base is None or uses.get(base.expr(), 0) < 2:
+        key = base.expr() if base is not None else None
+        if uses.get(key, 0) < 2:
             return list(source.load())
-        name = held.get(base.expr())
+        name = held.get(key)
         if name is None:
-            name = held[base.expr()] = f"___input_base{len(held)}"
+            name = held[key] = f"___input_base{len(held)}"
             cg.extend(load(base) + [Instr("STORE_FAST", name)])
         return dataclasses.replace(source, base=_HeldSource(name, base)).load()
 
